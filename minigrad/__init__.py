@@ -1,0 +1,81 @@
+"""minigrad: a small tape-based autodiff framework with fused Cython kernels for small LMs on CPU.
+
+    import minigrad as mg
+    x = mg.randn(4, 3, requires_grad=True)
+    (x * x).sum().backward()            # x.grad == 2x
+"""
+__version__ = "0.1.0"
+
+from minigrad import ops  # noqa: E402,F401  (attaches Tensor methods)
+from minigrad.autograd import (  # noqa: E402
+    detect_anomaly,
+    enable_grad,
+    gradcheck,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from minigrad.random import get_rng_state, manual_seed, set_rng_state  # noqa: E402
+from minigrad.tensor import (  # noqa: E402
+    Tensor,
+    arange,
+    bool_,
+    float32,
+    float64,
+    from_numpy,
+    full,
+    full_like,
+    int32,
+    int64,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from minigrad.threads import get_num_threads, set_num_threads  # noqa: E402
+
+_LAZY = {"nn", "optim", "models", "data", "functional", "io"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"minigrad.{name}")
+    if name == "F":
+        import importlib
+
+        return importlib.import_module("minigrad.functional")
+    raise AttributeError(f"module 'minigrad' has no attribute {name!r}")
+
+
+def build_info():
+    """Version, OpenMP on/off, thread count and the BLAS numpy uses, as a dict."""
+    from minigrad.kernels import _threads
+    from minigrad.threads import blas_info
+
+    try:
+        from minigrad import _build_config as cfg
+        flags = " ".join(cfg.COMPILE_ARGS)
+    except ImportError:
+        flags = "unknown"
+    return {
+        "version": __version__,
+        "openmp": _threads.openmp_enabled(),
+        "threads": get_num_threads(),
+        "blas": blas_info(),
+        "compile_flags": flags,
+    }
+
+
+__all__ = [
+    "Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "randn", "rand", "arange", "zeros_like",
+    "ones_like", "full_like", "randn_like", "rand_like", "float32", "float64", "int32", "int64", "bool_",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "detect_anomaly", "gradcheck",
+    "manual_seed", "get_rng_state", "set_rng_state", "set_num_threads", "get_num_threads", "build_info",
+]

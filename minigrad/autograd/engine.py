@@ -1,0 +1,131 @@
+"""Reverse-mode traversal of the tape.
+
+`backward(roots, grads)` collects every node reachable from the roots (iteratively: no recursion,
+so a chain of 100 000 ops is fine), runs them in reverse creation order, sums the grads of tensors
+used more than once, reduces broadcast grads to the input's shape here (ops never do it), and
+accumulates into leaves' `.grad`. Without `retain_graph` each node's saved values are freed once
+it has run.
+"""
+import numpy as np
+
+from minigrad.autograd import anomaly
+from minigrad.autograd.function import _FREED_MSG
+from minigrad.autograd.grad_mode import no_grad
+
+
+def unbroadcast(grad, shape, op_name="?"):
+    """Sum `grad` down to `shape` over the axes numpy broadcasting added or stretched."""
+    if grad.shape == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra < 0:
+        raise RuntimeError(f"{op_name}.backward: gradient of shape {grad.shape} is smaller than its "
+                           f"input {tuple(shape)}")
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, (g, s) in enumerate(zip(grad.shape, shape)) if s == 1 and g != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    if grad.shape != tuple(shape):
+        raise RuntimeError(f"{op_name}.backward: gradient of shape {grad.shape} does not broadcast to "
+                           f"its input {tuple(shape)}")
+    return grad
+
+
+def _accumulate_leaf(leaf, grad):
+    from minigrad.tensor import Tensor
+
+    if leaf.grad is None:
+        leaf.grad = Tensor._from_op(np.array(grad, dtype=leaf.data.dtype, order="C", copy=True))
+    else:
+        leaf.grad.data += grad
+
+
+def _collect(roots):
+    seen, order, stack = set(), [], [r._node for r in roots if r._node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        if node.inputs is None:
+            raise RuntimeError(_FREED_MSG)
+        seen.add(id(node))
+        order.append(node)
+        stack.extend(inp[0] for inp in node.inputs if isinstance(inp, tuple))
+    order.sort(key=lambda n: n.seq, reverse=True)
+    return order
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False):
+    """Accumulate d(sum_i <grad_i, tensor_i>)/d(leaf) into every leaf's `.grad`."""
+    from minigrad.tensor import Tensor
+
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    if grad_tensors is None or isinstance(grad_tensors, (Tensor, np.ndarray)):
+        grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
+    if len(grad_tensors) != len(tensors):
+        raise ValueError(f"backward: {len(tensors)} tensors but {len(grad_tensors)} gradients")
+
+    pending = {}
+    for t, g in zip(tensors, grad_tensors):
+        if not t.requires_grad:
+            raise RuntimeError("backward: tensor does not require grad and has no grad_fn "
+                               "(was it computed under no_grad, or from inputs that don't require grad?)")
+        if g is None:
+            if t.data.size != 1:
+                raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs, "
+                                   f"got shape {t.shape}; pass gradient=")
+            g = np.ones_like(t.data)
+        else:
+            g = g.data if isinstance(g, Tensor) else np.asarray(g)
+            if g.shape != t.data.shape:
+                raise ValueError(f"backward: gradient shape {g.shape} != tensor shape {t.shape}")
+            g = g.astype(t.data.dtype, copy=False)
+        if t._node is None:
+            _accumulate_leaf(t, g)
+        else:
+            slots = pending.setdefault(t._node, [None] * len(t._node.output_meta))
+            i = t._out_index
+            slots[i] = g if slots[i] is None else slots[i] + g
+
+    nodes = _collect(tensors)
+    check = anomaly.is_enabled()
+    with no_grad():
+        for node in nodes:
+            slots = pending.pop(node, None)
+            if slots is None:
+                if not retain_graph:
+                    node.free()
+                continue
+            if node.retained:
+                for i, ref in node.retained.items():
+                    t = ref()
+                    if t is not None and slots[i] is not None:
+                        _accumulate_leaf(t, slots[i])
+            grads_out = [s if s is not None else np.zeros(shape, dtype)
+                         for s, (shape, dtype) in zip(slots, node.output_meta)]
+            grads_in = node.fn.backward(node.ctx, *grads_out)
+            if not isinstance(grads_in, tuple):
+                grads_in = (grads_in,)
+            if len(grads_in) < len(node.inputs):
+                raise RuntimeError(f"{node.name}.backward returned {len(grads_in)} gradients for "
+                                   f"{len(node.inputs)} inputs")
+            if check:
+                anomaly.check_backward(node, grads_in)
+            for inp, meta, g in zip(node.inputs, node.input_meta, grads_in):
+                if inp is None or g is None:
+                    continue
+                shape, dtype = meta
+                g = np.asarray(g)
+                g = unbroadcast(g, shape, node.name)
+                if g.dtype != dtype:
+                    g = g.astype(dtype)
+                if isinstance(inp, tuple):
+                    parent, idx = inp
+                    slots_p = pending.setdefault(parent, [None] * len(parent.output_meta))
+                    slots_p[idx] = g if slots_p[idx] is None else slots_p[idx] + g
+                else:
+                    _accumulate_leaf(inp, g)
+            if not retain_graph:
+                node.free()

@@ -1,0 +1,169 @@
+"""`Function`: one op = forward + backward on numpy arrays, recorded on the tape by `apply`.
+
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):                 # arrays in, array(s) out
+            ctx.save_for_backward(x)
+            return x * x
+        @staticmethod
+        def backward(ctx, grad):             # one grad per output -> one grad per forward arg
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+
+    y = Square.apply(t)                      # Tensors in, Tensor(s) out
+"""
+import itertools
+import weakref
+
+import numpy as np
+
+from minigrad.autograd import anomaly
+from minigrad.autograd.grad_mode import is_grad_enabled
+
+_FREED_MSG = ("Trying to backward through the graph a second time (or to read saved tensors after they "
+              "were freed). Saved values are freed by .backward(); pass retain_graph=True to the first "
+              "backward if you need to backward twice.")
+
+_sequence = itertools.count()
+
+
+class Context:
+    """Per-call scratch space shared by `forward` and `backward` of one op application."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+        self._saved_versions = ()
+        self._freed = False
+
+    def save_for_backward(self, *arrays):
+        """Keep `arrays` (numpy arrays or None) for backward; read back as `ctx.saved_tensors`."""
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        if self._freed:
+            raise RuntimeError(_FREED_MSG)
+        for ref, version, op_name in self._saved_versions:
+            tensor = ref()
+            if tensor is not None and tensor._version != version:
+                raise RuntimeError(
+                    f"{op_name}: a tensor of shape {tensor.shape} saved for backward was modified in "
+                    f"place (version {version} -> {tensor._version}); gradients would be wrong. Clone it "
+                    "before modifying it, or do the in-place change outside the graph.")
+        return self._saved
+
+    def _free(self):
+        self.__dict__.clear()
+        self._freed = True
+
+
+class Node:
+    """One recorded application of a Function: what backward needs to route gradients.
+
+    inputs[i] is None (no grad needed), a leaf Tensor (grad accumulates in .grad), or a
+    (parent_node, output_index) pair.
+    """
+
+    __slots__ = ("fn", "ctx", "inputs", "input_meta", "output_meta", "retained", "seq", "callsite",
+                 "__weakref__")
+
+    def __init__(self, fn, ctx, args, outputs):
+        self.fn = fn
+        self.ctx = ctx
+        self.seq = next(_sequence)
+        self.inputs = []
+        self.input_meta = []
+        for a in args:
+            if getattr(a, "requires_grad", False):
+                self.inputs.append(a if a._node is None else (a._node, a._out_index))
+                self.input_meta.append((a.data.shape, a.data.dtype))
+            else:
+                self.inputs.append(None)
+                self.input_meta.append(None)
+        self.output_meta = [(o.data.shape, o.data.dtype) for o in outputs]
+        self.retained = None
+        self.callsite = anomaly.callsite() if anomaly.is_enabled() else None
+
+    @property
+    def name(self):
+        return self.fn.__name__
+
+    def free(self):
+        if self.ctx is not None:
+            self.ctx._free()
+        self.inputs = None
+
+
+def _as_output(arr, dtype):
+    """Wrap a forward result as a C-contiguous array of the op's float dtype (0-d kept 0-d)."""
+    arr = np.asarray(arr)
+    if dtype is not None and arr.dtype.kind == "f" and arr.dtype != dtype:
+        arr = arr.astype(dtype)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    return arr
+
+
+class Function:
+    """Base class of every op. Subclasses define static `forward(ctx, ...)` and `backward(ctx, ...)`.
+
+    Float outputs are cast to the inputs' float dtype unless the class sets `changes_dtype = True`.
+    """
+
+    changes_dtype = False
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from minigrad.tensor import Tensor
+
+        dtype = None
+        for a in args:
+            if isinstance(a, Tensor) and a.data.dtype.kind == "f":
+                if dtype is None:
+                    dtype = a.data.dtype
+                elif a.data.dtype != dtype:
+                    shapes = ", ".join(f"{tuple(t.shape)}:{t.dtype}" for t in args if isinstance(t, Tensor))
+                    raise TypeError(f"{cls.__name__}: inputs mix float32 and float64 ({shapes}); "
+                                    "convert one with .to(dtype) first")
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        record = any(needs) and is_grad_enabled()
+        ctx = Context(needs)
+        raw = [a.data if isinstance(a, Tensor) else a for a in args]
+        result = cls.forward(ctx, *raw, **kwargs)
+        is_tuple = isinstance(result, tuple)
+        arrays = result if is_tuple else (result,)
+        out_dtype = None if cls.changes_dtype else dtype
+        outputs = tuple(Tensor._from_op(_as_output(r, out_dtype)) for r in arrays)
+        if anomaly.is_enabled():
+            anomaly.check_forward(cls.__name__, outputs)
+        if record:
+            node = Node(cls, ctx, args, outputs)
+            for i, out in enumerate(outputs):
+                if out.data.dtype.kind == "f":
+                    out.requires_grad = True
+                    out._node = node
+                    out._out_index = i
+            if ctx._saved:
+                _record_versions(ctx, args, outputs, cls.__name__)
+        return outputs if is_tuple else outputs[0]
+
+
+def _record_versions(ctx, args, outputs, op_name):
+    """Remember the version of every input/output tensor whose array was saved for backward."""
+    from minigrad.tensor import Tensor
+
+    saved_ids = {id(s) for s in ctx._saved if s is not None}
+    versions = []
+    for t in itertools.chain(args, outputs):
+        if isinstance(t, Tensor) and id(t.data) in saved_ids:
+            versions.append((weakref.ref(t), t._version, op_name))
+    ctx._saved_versions = tuple(versions)

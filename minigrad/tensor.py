@@ -1,0 +1,276 @@
+"""`Tensor`: a C-contiguous numpy array plus what autograd needs to differentiate through it.
+
+Float tensors are float32 by default or float64 on request; an op never mixes the two (it raises).
+Integer and bool tensors (token ids, masks) never require grad. The arithmetic, reduction, shape and
+indexing methods are attached by `minigrad.ops.tensor_methods`; this file is the core.
+"""
+import weakref
+
+import numpy as np
+
+from minigrad import random as _random
+from minigrad.autograd import engine
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int64 = np.dtype(np.int64)
+int32 = np.dtype(np.int32)
+bool_ = np.dtype(np.bool_)
+_FLOATS = (float32, float64)
+
+
+def _as_array(data, dtype):
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    if isinstance(data, np.ndarray):
+        arr = data if dtype is None else data.astype(dtype, copy=False)
+    else:
+        arr = np.asarray(data, dtype=dtype)
+        if dtype is None and arr.dtype.kind == "f":
+            arr = arr.astype(float32)
+    if arr.dtype.kind == "f" and arr.dtype not in _FLOATS:
+        raise TypeError(f"tensor: unsupported float dtype {arr.dtype}; use float32 or float64")
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"tensor: unsupported dtype {arr.dtype}")
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    return arr
+
+
+class Tensor:
+    """A numpy array with autograd. `data` is the array; `grad` a Tensor filled by `backward()`."""
+
+    __slots__ = ("data", "grad", "requires_grad", "_node", "_out_index", "_version", "name",
+                 "__weakref__")
+    __array_priority__ = 1000  # make `ndarray op Tensor` defer to Tensor's reflected operators
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        self.data = _as_array(data, dtype)
+        self.grad = None
+        self.requires_grad = False
+        self._node = None
+        self._out_index = 0
+        self._version = 0
+        self.name = None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _from_op(cls, arr):
+        t = cls.__new__(cls)
+        t.data = arr
+        t.grad = None
+        t.requires_grad = False
+        t._node = None
+        t._out_index = 0
+        t._version = 0
+        t.name = None
+        return t
+
+    # ---- properties -------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    def size(self, dim=None):
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    def numel(self):
+        return int(self.data.size)
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    # ---- conversion -------------------------------------------------------------------------
+    def numpy(self):
+        """The underlying array (shared, not copied)."""
+        return self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item: only one-element tensors convert to Python scalars, got shape {self.shape}")
+        return self.data.reshape(()).item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def detach(self):
+        """A new leaf sharing this tensor's array, cut from the graph."""
+        return Tensor._from_op(self.data)
+
+    def clone(self):
+        """A differentiable copy."""
+        from minigrad.ops.cast import clone
+
+        return clone(self)
+
+    def requires_grad_(self, flag=True):
+        if flag and self.data.dtype.kind != "f":
+            raise TypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype}")
+        if not flag and self._node is not None:
+            raise RuntimeError("requires_grad_: cannot turn off grad on a non-leaf; use .detach()")
+        self.requires_grad = bool(flag)
+        return self
+
+    def retain_grad(self):
+        """Keep `.grad` for this non-leaf tensor after backward."""
+        if self._node is None:
+            return self
+        if self._node.retained is None:
+            self._node.retained = {}
+        self._node.retained[self._out_index] = weakref.ref(self)
+        return self
+
+    def to(self, dtype):
+        """Cast to `dtype` (a differentiable op when the result is float)."""
+        from minigrad.ops.cast import cast
+
+        return cast(self, dtype)
+
+    def float(self):
+        return self.to(float32)
+
+    def double(self):
+        return self.to(float64)
+
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) (times `gradient` for non-scalars) into every leaf's `.grad`."""
+        engine.backward([self], None if gradient is None else [gradient], retain_graph=retain_graph)
+
+    def zero_grad_(self):
+        self.grad = None
+
+    def _bump_version(self):
+        self._version += 1
+
+    # ---- Python protocol --------------------------------------------------------------------
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"bool of a tensor with {self.data.size} elements is ambiguous")
+        return bool(self.data.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError("only integer tensors of one element can be converted to an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self):
+        body = np.array2string(self.data, precision=4, separator=", ", threshold=64, edgeitems=3,
+                               prefix="tensor(")
+        extra = ""
+        if self.data.dtype != float32:
+            extra += f", dtype={self.data.dtype}"
+        if self._node is not None:
+            extra += f", grad_fn=<{self._node.name}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+
+# ---- constructors -----------------------------------------------------------------------------
+def _shape(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new Tensor from a list, scalar or array (copied). Python floats become float32."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, (np.ndarray, np.generic)):
+        data = np.array(data, copy=True)
+        return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+    t = Tensor(data, dtype=dtype, requires_grad=requires_grad)
+    return t
+
+
+def from_numpy(arr):
+    """A Tensor sharing `arr`'s memory (when it is C-contiguous); keeps its dtype."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy array, got {type(arr).__name__}")
+    return Tensor(arr)
+
+
+def zeros(*shape, dtype=float32, requires_grad=False):
+    return Tensor(np.zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=float32, requires_grad=False):
+    return Tensor(np.ones(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def full(shape, fill_value, dtype=float32, requires_grad=False):
+    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    return Tensor(np.full(shape, fill_value, dtype=dtype), requires_grad=requires_grad)
+
+
+def randn(*shape, dtype=float32, requires_grad=False, generator=None):
+    """Standard normal samples from `generator` (default: minigrad's global one, see manual_seed)."""
+    gen = generator or _random.default_generator()
+    return Tensor(gen.standard_normal(_shape(shape)).astype(dtype), requires_grad=requires_grad)
+
+
+def rand(*shape, dtype=float32, requires_grad=False, generator=None):
+    """Uniform [0, 1) samples from `generator` (default: minigrad's global one)."""
+    gen = generator or _random.default_generator()
+    return Tensor(gen.random(_shape(shape)).astype(dtype), requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    """Like torch.arange: int64 when every argument is an int, else float32."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = int64 if ints else float32
+    return Tensor(np.arange(start, end, step, dtype=dtype), requires_grad=requires_grad)
+
+
+def _like(fn):
+    def make(t, dtype=None, requires_grad=False, **kw):
+        return fn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, **kw)
+    make.__name__ = fn.__name__ + "_like"
+    make.__doc__ = f"`{fn.__name__}` with the shape (and by default dtype) of `t`."
+    return make
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+randn_like = _like(randn)
+rand_like = _like(rand)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)

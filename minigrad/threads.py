@@ -1,0 +1,59 @@
+"""One thread setting for the whole library: OpenMP kernels and the BLAS numpy uses.
+
+`set_num_threads(n)` sets the OpenMP team size for every kernel and caps BLAS at the same n
+(through threadpoolctl when installed), so BLAS calls and OpenMP regions, which never overlap,
+each use n threads and never oversubscribe the machine.
+"""
+import os
+
+from minigrad.kernels import _threads
+
+_state = {"n": None, "blas_limiter": None}
+
+
+def _default_threads():
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
+def set_num_threads(n):
+    """Use `n` threads in OpenMP kernels and in BLAS."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
+    _threads.set_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        _state["blas_limiter"] = threadpool_limits(limits=n, user_api="blas")
+    _state["n"] = n
+
+
+def get_num_threads():
+    """The thread count kernels use."""
+    if _state["n"] is None:
+        set_num_threads(_default_threads())
+    return _state["n"]
+
+
+def blas_info():
+    """A short description of the BLAS numpy uses (via threadpoolctl when installed)."""
+    try:
+        from threadpoolctl import threadpool_info
+        libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        if libs:
+            i = libs[0]
+            return f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+    except ImportError:
+        pass
+    import numpy as np
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg["Build Dependencies"]["blas"]
+        return f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # noqa: BLE001 - best effort description only
+        return "unknown"
