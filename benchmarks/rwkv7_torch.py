@@ -102,7 +102,8 @@ class TimeMix(nn.Module):
         B, T, C = x.shape
         H, N = self.n_head, C // self.n_head
         dx = token_shift(x, shift) - x
-        xr, xw, xk, xv, xa, xg = (x + dx * m for m in (self.x_r, self.x_w, self.x_k, self.x_v, self.x_a, self.x_g))
+        lerps = (self.x_r, self.x_w, self.x_k, self.x_v, self.x_a, self.x_g)
+        xr, xw, xk, xv, xa, xg = (x + dx * m for m in lerps)
         r, k, v = self.receptance(xr), self.key(xk), self.value(xv)
         w = torch.exp(-DECAY_SCALE * torch.sigmoid(self.w0 + torch.tanh(xw @ self.w1) @ self.w2))
         if self.layer_id == 0:
@@ -164,7 +165,8 @@ class RWKV7Torch(nn.Module):
         loras = [arrays[f"blocks.0.att.{n}"].shape[1] for n in ("w1", "a1")]
         d_mv = arrays["blocks.1.att.v1"].shape[1] if n_layer > 1 else 32
         loras = (*loras, d_mv, arrays["blocks.0.att.g1"].shape[1])
-        model = cls(V, C, n_layer, head_size, loras, arrays["blocks.0.ffn.key.weight"].shape[0], wkv).to(dtype)
+        ffn_hidden = arrays["blocks.0.ffn.key.weight"].shape[0]
+        model = cls(V, C, n_layer, head_size, loras, ffn_hidden, wkv).to(dtype)
         model.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in arrays.items()
                                if not (k.startswith("blocks.0.att.v") and k[-1] in "012")})
         return model

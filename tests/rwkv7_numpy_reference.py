@@ -29,7 +29,8 @@ def _time_mix_step(p, layer, x, x_prev, wkv, v_first, n_head):
     B, C = x.shape
     N = C // n_head
     prefix = f"blocks.{layer}.att."
-    att = {k[len(prefix):]: (v.reshape(-1) if v.ndim == 3 else v) for k, v in p.items() if k.startswith(prefix)}
+    att = {k[len(prefix):]: (v.reshape(-1) if v.ndim == 3 else v)
+           for k, v in p.items() if k.startswith(prefix)}
     get = att.__getitem__
     dx = x_prev - x
     xr, xw, xk, xv, xa, xg = (x + dx * get(f"x_{c}") for c in "rwkvag")

@@ -158,7 +158,7 @@ def expected_shapes(cfg):
 
 
 def config_from_state_dict(arrays):
-    """Infer an RWKV7Config from a dict of official-name arrays; raise KeyError/ValueError if it is not one."""
+    """Infer an RWKV7Config from a dict of official-name arrays (KeyError/ValueError if not one)."""
     try:
         V, C = arrays["emb.weight"].shape
         layers = {int(k.split(".")[1]) for k in arrays if k.startswith("blocks.")}
