@@ -1,0 +1,230 @@
+"""The tape engine, Function API, grad modes and gradcheck — with ops defined here, independent of ops/."""
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad.autograd import Function, GradcheckError, gradcheck, no_grad
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return (g * b if ctx.needs_input_grad[0] else None), (g * a if ctx.needs_input_grad[1] else None)
+
+
+class Total(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.shape = a.shape
+        return a.sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.broadcast_to(g, ctx.shape)
+
+
+class Split2(Function):
+    """Two outputs: (2a, a^2)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return 2 * a, a * a
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        (a,) = ctx.saved_tensors
+        return 2 * g1 + 2 * a * g2
+
+
+class WrongSquare(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a * a
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return 2.01 * a * g
+
+
+def f64(*shape, rg=True, seed=0):
+    rng = np.random.default_rng(seed)
+    return mg.Tensor(rng.standard_normal(shape), requires_grad=rg)
+
+
+def test_broadcast_grads_are_reduced_centrally():
+    x, y = f64(3, 1, 4), f64(5, 1, seed=1)
+    Total.apply(Mul.apply(x, y)).backward()
+    assert x.grad.shape == (3, 1, 4) and y.grad.shape == (5, 1)
+    np.testing.assert_allclose(x.grad.data, np.full((3, 1, 4), y.data.sum()))
+    np.testing.assert_allclose(y.grad.data, np.full((5, 1), x.data.sum()))
+
+
+def test_reused_input_grads_sum_and_leaves_accumulate():
+    x = f64(4)
+    Total.apply(Mul.apply(x, x)).backward()
+    np.testing.assert_allclose(x.grad.data, 2 * x.data)
+    Total.apply(Mul.apply(x, x)).backward()
+    np.testing.assert_allclose(x.grad.data, 4 * x.data)
+    assert isinstance(x.grad, mg.Tensor)
+
+
+def test_multiple_outputs_and_unused_output_gets_zero_grad():
+    x = f64(3)
+    a, b = Split2.apply(x)
+    Total.apply(b).backward()
+    np.testing.assert_allclose(x.grad.data, 2 * x.data)
+    assert gradcheck(lambda t: Split2.apply(t), [f64(2, 3)])
+
+
+def test_chain_of_100k_ops_has_no_recursion():
+    a = mg.tensor(1.0, dtype=mg.float64, requires_grad=True)
+    one = mg.tensor(1.0, dtype=mg.float64)
+    h = a
+    for _ in range(100_000):
+        h = Mul.apply(h, one)
+    h.backward()
+    assert a.grad.item() == 1.0
+    del h
+    gc.collect()
+
+
+def test_second_backward_raises_and_retain_graph_allows_it():
+    x = f64(3)
+    y = Total.apply(Mul.apply(x, x))
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.data, 4 * x.data)
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_saved_tensors_are_freed_after_backward():
+    x = f64(1000)
+    y = Mul.apply(x, x)
+    node = y._node
+    ref = weakref.ref(node.ctx)
+    Total.apply(y).backward()
+    assert node.ctx._freed and node.inputs is None
+    del y, node
+    gc.collect()
+    assert ref() is None or ref()._freed
+
+
+def test_inplace_modification_of_saved_tensor_is_detected():
+    x = f64(3)
+    a = mg.Tensor(np.ones(3), requires_grad=False)
+    y = Mul.apply(x, a)
+    a._bump_version()  # what every in-place op does
+    with pytest.raises(RuntimeError, match="modified in place"):
+        Total.apply(y).backward()
+
+
+def test_retain_grad_on_intermediate():
+    x = f64(3)
+    y = Mul.apply(x, x).retain_grad()
+    Total.apply(Mul.apply(y, y)).backward()
+    np.testing.assert_allclose(y.grad.data, 2 * y.data)
+    np.testing.assert_allclose(x.grad.data, 4 * x.data ** 3)
+
+
+def test_no_grad_records_nothing_and_is_thread_local_and_a_decorator():
+    x = f64(3)
+    with no_grad():
+        y = Mul.apply(x, x)
+        seen = {}
+        t = threading.Thread(target=lambda: seen.setdefault("on", mg.is_grad_enabled()))
+        t.start()
+        t.join()
+    assert not y.requires_grad and y._node is None and seen["on"] is True
+
+    @no_grad()
+    def f(t):
+        return Mul.apply(t, t)
+
+    assert not f(x).requires_grad
+    with no_grad():
+        with mg.enable_grad():
+            assert Mul.apply(x, x).requires_grad
+
+
+def test_mixed_dtypes_raise():
+    x = mg.randn(3, requires_grad=True)
+    y = f64(3)
+    with pytest.raises(TypeError, match="float32 and float64"):
+        Mul.apply(x, y)
+
+
+def test_fp32_stays_fp32():
+    x = mg.randn(3, requires_grad=True)
+    y = Mul.apply(x, x)
+    Total.apply(y).backward()
+    assert y.dtype == np.float32 and x.grad.dtype == np.float32
+
+
+def test_gradcheck_catches_wrong_backward_and_names_input():
+    with pytest.raises(GradcheckError, match=r"input 0 shape \(2, 3\).*analytic"):
+        gradcheck(lambda t: WrongSquare.apply(t), [f64(2, 3)])
+    with pytest.raises(GradcheckError):
+        gradcheck(lambda t: WrongSquare.apply(t), [f64(20, 30)], fast=True)
+    with pytest.raises(TypeError, match="float64"):
+        gradcheck(lambda t: Mul.apply(t, t), [mg.randn(3, requires_grad=True)])
+
+
+def test_backward_needs_scalar_or_gradient():
+    x = f64(3)
+    y = Mul.apply(x, x)
+    with pytest.raises(RuntimeError, match="scalar"):
+        y.backward()
+    y.backward(np.ones(3))
+    np.testing.assert_allclose(x.grad.data, 2 * x.data)
+
+
+def test_detect_anomaly_names_op_and_call_site():
+    class Log(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return np.log(a)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = mg.Tensor(np.array([-1.0, 1.0]), requires_grad=True)
+    with mg.detect_anomaly():
+        with pytest.raises(FloatingPointError, match=r"Log produced NaN/inf.*test_autograd.py"):
+            with np.errstate(invalid="ignore"):
+                Log.apply(x)
+
+
+def test_integer_tensors_cannot_require_grad():
+    with pytest.raises(TypeError):
+        mg.tensor([1, 2], requires_grad=True)
+
+
+def test_constructors_and_repr():
+    assert mg.zeros(2, 3).shape == (2, 3) and mg.zeros(2, 3).dtype == np.float32
+    assert mg.ones((2,), dtype=mg.float64).dtype == np.float64
+    assert mg.arange(5).dtype == np.int64 and mg.arange(0.0, 1.0, 0.25).shape == (4,)
+    assert mg.full((2, 2), 3.0).data.sum() == 12
+    mg.manual_seed(0)
+    a = mg.randn(3).data
+    mg.manual_seed(0)
+    assert (mg.randn(3).data == a).all()
+    assert mg.zeros_like(mg.ones(2, dtype=mg.float64)).dtype == np.float64
+    t = mg.from_numpy(np.arange(3.0))
+    assert t.dtype == np.float64
+    assert "requires_grad=True" in repr(mg.ones(2, requires_grad=True))
+    assert mg.tensor(2.5).item() == 2.5
