@@ -108,7 +108,7 @@ class Tensor:
 
     def item(self):
         if self.data.size != 1:
-            raise ValueError(f"item: only one-element tensors convert to Python scalars, got shape {self.shape}")
+            raise ValueError(f"item: only one-element tensors convert to scalars, got shape {self.shape}")
         return self.data.reshape(()).item()
 
     def tolist(self):
