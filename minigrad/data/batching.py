@@ -1,0 +1,76 @@
+"""Train/validation split and a seeded random-window batch sampler.
+
+Batches are `(x, y)` int64 arrays of shape (B, T) with `y[:, t] = x[:, t + 1]`'s successor in
+the token stream, i.e. `y` is `x` shifted left by one token.
+"""
+import numpy as np
+
+
+def train_val_split(ids, val_fraction=0.1):
+    """Split a 1-D token array into a leading train part and a trailing validation part."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"train_val_split: expected a 1-D token array, got shape {ids.shape}")
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"train_val_split: val_fraction must be in [0, 1), got {val_fraction}")
+    n_val = int(round(len(ids) * val_fraction))
+    return ids[:len(ids) - n_val], ids[len(ids) - n_val:]
+
+
+def compact_ids(ids, vocab_size):
+    """The token stream in the smallest unsigned dtype that holds the vocabulary (saves memory)."""
+    dtype = np.uint8 if vocab_size <= 256 else np.uint16 if vocab_size <= 65536 else np.int64
+    return np.ascontiguousarray(ids, dtype=dtype)
+
+
+def _windows(data, starts, seq_len):
+    idx = starts[:, None] + np.arange(seq_len + 1)[None, :]
+    chunk = data[idx].astype(np.int64)
+    return np.ascontiguousarray(chunk[:, :-1]), np.ascontiguousarray(chunk[:, 1:])
+
+
+def _check_fits(data, seq_len, who):
+    if len(data) < seq_len + 1:
+        raise ValueError(f"{who}: the token stream has {len(data)} tokens, fewer than "
+                         f"seq_len + 1 = {seq_len + 1}; use a shorter --seq-len or a larger corpus")
+
+
+class BatchSampler:
+    """Random windows of `seq_len + 1` tokens drawn with a seeded numpy Generator.
+
+    `next()` returns `(x, y)`, each int64 (batch_size, seq_len). `state_dict()` /
+    `load_state_dict()` save and restore the generator exactly, so a resumed run draws the same
+    batches as an uninterrupted one.
+    """
+
+    def __init__(self, data, batch_size, seq_len, seed=0):
+        _check_fits(data, seq_len, "BatchSampler")
+        if batch_size < 1 or seq_len < 1:
+            raise ValueError(f"BatchSampler: batch_size and seq_len must be >= 1, "
+                             f"got {batch_size}, {seq_len}")
+        self.data, self.batch_size, self.seq_len = data, int(batch_size), int(seq_len)
+        self.rng = np.random.default_rng(seed)
+
+    def next(self):
+        starts = self.rng.integers(0, len(self.data) - self.seq_len, size=self.batch_size)
+        return _windows(self.data, starts, self.seq_len)
+
+    __next__ = next
+
+    def __iter__(self):
+        return self
+
+    def state_dict(self):
+        return {"bit_generator": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state):
+        self.rng.bit_generator.state = state["bit_generator"]
+
+
+def eval_batches(data, batch_size, seq_len, n_batches):
+    """A fixed list of `n_batches` (x, y) batches spread evenly over `data` (no randomness), so
+    validation loss is comparable across evaluations and runs."""
+    _check_fits(data, seq_len, "eval_batches")
+    n = batch_size * n_batches
+    starts = np.linspace(0, len(data) - seq_len - 1, n).astype(np.int64)
+    return [_windows(data, starts[i:i + batch_size], seq_len) for i in range(0, n, batch_size)]

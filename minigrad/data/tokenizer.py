@@ -1,0 +1,162 @@
+"""Tokenizers: bytes (default, vocab 256), characters (vocab from the corpus) and optional BPE.
+
+Every tokenizer has `encode(text) -> int64 array`, `decode(ids) -> str`, `vocab_size`, and
+`to_dict()` (JSON-serialisable, stored in checkpoints); `tokenizer_from_dict(d)` rebuilds it.
+"""
+import json
+
+import numpy as np
+
+
+def _as_id_list(ids):
+    ids = np.asarray(getattr(ids, "data", ids))
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"decode: token ids must be integers, got dtype {ids.dtype}")
+    return ids.reshape(-1)
+
+
+def _check_range(ids, vocab_size, who):
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)][0]
+        raise ValueError(f"{who}.decode: token id {int(bad)} is outside [0, {vocab_size})")
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens: works on any text, vocab 256, nothing to train or store."""
+    kind = "byte"
+    vocab_size = 256
+
+    def encode(self, text):
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+    def decode(self, ids):
+        ids = _as_id_list(ids)
+        _check_range(ids, 256, "ByteTokenizer")
+        return ids.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+
+    def to_dict(self):
+        return {"type": self.kind}
+
+    def __repr__(self):
+        return "ByteTokenizer(vocab_size=256)"
+
+
+class CharTokenizer:
+    """One token per distinct character of the corpus (sorted), so vocab_size = len(chars)."""
+    kind = "char"
+
+    def __init__(self, chars):
+        chars = "".join(chars)
+        if len(set(chars)) != len(chars):
+            raise ValueError("CharTokenizer: characters must be distinct")
+        if not chars:
+            raise ValueError("CharTokenizer: needs at least one character")
+        self.chars = chars
+        self.vocab_size = len(chars)
+        self._index = {c: i for i, c in enumerate(chars)}
+        self._table = np.array([ord(c) for c in chars], dtype=np.int64)
+
+    @classmethod
+    def from_text(cls, text):
+        return cls(sorted(set(text)))
+
+    def encode(self, text):
+        try:
+            return np.fromiter((self._index[c] for c in text), dtype=np.int64, count=len(text))
+        except KeyError as e:
+            raise ValueError(f"CharTokenizer.encode: character {e.args[0]!r} is not in the "
+                             f"vocabulary of {self.vocab_size} characters built from the corpus") from None
+
+    def decode(self, ids):
+        ids = _as_id_list(ids)
+        _check_range(ids, self.vocab_size, "CharTokenizer")
+        return "".join(self.chars[i] for i in ids.tolist())
+
+    def to_dict(self):
+        return {"type": self.kind, "chars": self.chars}
+
+    def __repr__(self):
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+def _require_tokenizers():
+    try:
+        import tokenizers
+    except ImportError:
+        raise ImportError("BPETokenizer needs the `tokenizers` package: pip install tokenizers "
+                          "(or pip install -e \".[bpe]\"); the byte and char tokenizers need nothing"
+                          ) from None
+    return tokenizers
+
+
+class BPETokenizer:
+    """Byte-level BPE through Hugging Face's `tokenizers` package (optional dependency)."""
+    kind = "bpe"
+
+    def __init__(self, tokenizer):
+        self._tok = tokenizer
+        self.vocab_size = tokenizer.get_vocab_size()
+
+    @classmethod
+    def train(cls, text, vocab_size=512, min_frequency=2):
+        """Learn a byte-level BPE vocabulary of `vocab_size` tokens (>= 256) from `text`."""
+        tk = _require_tokenizers()
+        if vocab_size < 256:
+            raise ValueError(f"BPETokenizer.train: vocab_size must be >= 256 (the byte alphabet), "
+                             f"got {vocab_size}")
+        tok = tk.Tokenizer(tk.models.BPE())
+        tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = tk.decoders.ByteLevel()
+        trainer = tk.trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                         initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+                                         show_progress=False)
+        lines = text.splitlines(keepends=True)
+        chunks = ("".join(lines[i:i + 1000]) for i in range(0, len(lines), 1000))
+        tok.train_from_iterator(chunks, trainer=trainer)
+        return cls(tok)
+
+    @classmethod
+    def from_json(cls, s):
+        return cls(_require_tokenizers().Tokenizer.from_str(s))
+
+    def encode(self, text):
+        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+
+    def decode(self, ids):
+        ids = _as_id_list(ids)
+        _check_range(ids, self.vocab_size, "BPETokenizer")
+        return self._tok.decode(ids.tolist())
+
+    def to_dict(self):
+        return {"type": self.kind, "json": self._tok.to_str()}
+
+    def __repr__(self):
+        return f"BPETokenizer(vocab_size={self.vocab_size})"
+
+
+TOKENIZERS = {"byte": ByteTokenizer, "char": CharTokenizer, "bpe": BPETokenizer}
+
+
+def tokenizer_from_dict(d):
+    """Rebuild a tokenizer from `to_dict()` output (a dict, or its JSON string)."""
+    if isinstance(d, str):
+        d = json.loads(d)
+    kind = d.get("type")
+    if kind == "byte":
+        return ByteTokenizer()
+    if kind == "char":
+        return CharTokenizer(d["chars"])
+    if kind == "bpe":
+        return BPETokenizer.from_json(d["json"])
+    raise ValueError(f"unknown tokenizer type {kind!r}; expected one of {sorted(TOKENIZERS)}")
+
+
+def make_tokenizer(kind, text=None, vocab_size=None):
+    """A tokenizer by name: 'byte', 'char' (built from `text`) or 'bpe' (trained on `text`)."""
+    if kind == "byte":
+        return ByteTokenizer()
+    if kind == "char":
+        return CharTokenizer.from_text(text)
+    if kind == "bpe":
+        return BPETokenizer.train(text, vocab_size or 512)
+    raise ValueError(f"unknown tokenizer {kind!r}; expected one of {sorted(TOKENIZERS)}")

@@ -1,0 +1,414 @@
+"""Checkpoints as safetensors files, written atomically.
+
+One checkpoint is one file `ckpt_<step>.safetensors` in a run directory. It holds the model's
+weights (`model.<name>`), the optimizer's arrays (`optim.<path>`), and in the safetensors
+metadata, as JSON: the model type and config, the step, RNG states, the tokenizer, the
+optimizer's non-array state and any extra training state. A BLAKE2b digest of the data section
+catches corruption that leaves the layout intact.
+
+Atomic write: temp file in the same directory -> write -> flush -> fsync -> os.replace ->
+fsync the directory. A process killed at any moment leaves either the old set of checkpoints or
+the old set plus a complete new one, never a partial `ckpt_*.safetensors`.
+
+The safetensors reader and writer here are self-contained (numpy only); files they write load
+with the `safetensors` package and vice versa.
+"""
+import dataclasses
+import glob
+import hashlib
+import importlib
+import json
+import os
+import re
+import struct
+import tempfile
+import warnings
+
+import numpy as np
+
+FORMAT = "minigrad-checkpoint/1"
+CKPT_PATTERN = re.compile(r"^ckpt_(\d+)\.safetensors$")
+
+_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+           "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
+           "U8": np.uint8, "BOOL": np.bool_}
+_CODES = {np.dtype(v): k for k, v in _DTYPES.items()}
+_MAX_HEADER = 100 * 1024 * 1024
+
+# model type -> (module, model class, config class)
+MODEL_TYPES = {"gpt": ("minigrad.models", "GPT", "GPTConfig"),
+               "rwkv7": ("minigrad.models", "RWKV7", "RWKV7Config")}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: truncated, corrupted, or not matching the model."""
+
+
+# ----------------------------------------------------------------------------------------------
+# safetensors files
+
+
+def _as_array(v):
+    if not isinstance(v, (np.ndarray, np.generic)):
+        v = getattr(v, "data", v)  # a Tensor
+    return np.asarray(v, order="C")
+
+
+def _bf16_to_f32(raw, shape):
+    u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+    return u16.view(np.float32).reshape(shape)
+
+
+def encode_safetensors(tensors, metadata=None):
+    """The bytes of a safetensors file holding `tensors` (name -> array) and `metadata`
+    (str -> str). A `minigrad.blake2b` digest of the data section is added to the metadata."""
+    entries, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        arr = _as_array(tensors[name])
+        kind = arr.dtype.kind
+        code = _CODES.get(np.dtype(f"{kind}{arr.dtype.itemsize}")) if kind in "fiub" else None
+        if code is None:
+            raise TypeError(f"safetensors: tensor {name!r} has unsupported dtype {arr.dtype}")
+        raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+        entries[name] = {"dtype": code, "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    data = b"".join(blobs)
+    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    meta["minigrad.blake2b"] = hashlib.blake2b(data, digest_size=16).hexdigest()
+    header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("utf-8")
+    header += b" " * (-len(header) % 8)
+    return struct.pack("<Q", len(header)) + header + data
+
+
+def decode_safetensors(buf, name="<buffer>"):
+    """(tensors, metadata) from the bytes of a safetensors file; CheckpointError if it is
+    truncated or corrupted. BF16 tensors are widened to float32."""
+    def bad(why):
+        return CheckpointError(f"{name}: not a valid safetensors file ({why}); "
+                               f"it is truncated or corrupted")
+
+    if len(buf) < 8:
+        raise bad(f"only {len(buf)} bytes")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if n > min(len(buf) - 8, _MAX_HEADER):
+        raise bad(f"header length {n} exceeds the file size {len(buf)}")
+    try:
+        header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(f"unreadable header: {e}") from None
+    if not isinstance(header, dict):
+        raise bad("header is not a JSON object")
+    meta = header.pop("__metadata__", None) or {}
+    data = memoryview(buf)[8 + n:]
+    tensors, covered = {}, 0
+    for key, info in sorted(header.items(), key=lambda kv: kv[1].get("data_offsets", [0])[0]
+                            if isinstance(kv[1], dict) else 0):
+        try:
+            code, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise bad(f"malformed entry for {key!r}") from None
+        if code not in _DTYPES and code != "BF16":
+            raise bad(f"tensor {key!r} has unknown dtype {code!r}")
+        itemsize = 2 if code == "BF16" else np.dtype(_DTYPES[code]).itemsize
+        if begin != covered or end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize:
+            raise bad(f"tensor {key!r}: offsets {begin}..{end} do not fit shape {list(shape)} {code}")
+        if end > len(data):
+            raise bad(f"tensor {key!r} ends at byte {end} but the data section has {len(data)} bytes")
+        raw = data[begin:end]
+        if code == "BF16":
+            tensors[key] = _bf16_to_f32(raw, shape)
+        else:
+            tensors[key] = np.frombuffer(raw, dtype=np.dtype(_DTYPES[code]).newbyteorder("<")
+                                         ).reshape(shape).astype(_DTYPES[code], copy=True)
+        covered = end
+    if covered != len(data):
+        raise bad(f"data section has {len(data)} bytes but the tensors cover {covered}")
+    digest = meta.get("minigrad.blake2b")
+    if digest is not None and hashlib.blake2b(data, digest_size=16).hexdigest() != digest:
+        raise bad("checksum mismatch")
+    return tensors, meta
+
+
+def _fsync_dir(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories; os.replace is still atomic there
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path, payload):
+    """Write `payload` to `path` so that `path` is always either the old file or the whole new one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path) + ".", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def save_safetensors(path, tensors, metadata=None):
+    """Atomically write a safetensors file."""
+    atomic_write_bytes(path, encode_safetensors(tensors, metadata))
+
+
+def load_safetensors(path):
+    """(tensors, metadata) of a safetensors file, with clear errors for damaged files."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such checkpoint file: {path}")
+    with open(path, "rb") as f:
+        return decode_safetensors(f.read(), path)
+
+
+# ----------------------------------------------------------------------------------------------
+# nested state (optimizer state_dict, RNG states) <-> JSON skeleton + named arrays
+
+
+def _is_array(v):
+    return isinstance(v, (np.ndarray, np.generic)) or isinstance(getattr(v, "data", None), np.ndarray)
+
+
+def flatten_state(obj, prefix, arrays):
+    """A JSON-able skeleton of `obj`; arrays (and Tensors) go to `arrays` under `prefix.<path>`
+    and are referenced from the skeleton. Non-string dict keys and tuples are preserved."""
+    if _is_array(obj):
+        arrays[prefix] = _as_array(obj)
+        return {"__array__": prefix}
+    if isinstance(obj, dict):
+        items = [[k, flatten_state(v, f"{prefix}.{k}", arrays)] for k, v in obj.items()]
+        if all(isinstance(k, str) and not k.startswith("__") for k in obj):
+            return dict(items)
+        return {"__items__": items}
+    if isinstance(obj, (list, tuple)):
+        seq = [flatten_state(v, f"{prefix}.{i}", arrays) for i, v in enumerate(obj)]
+        return {"__tuple__": seq} if isinstance(obj, tuple) else seq
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"checkpoint: cannot store {type(obj).__name__} at {prefix!r}")
+
+
+def unflatten_state(skel, arrays):
+    """Inverse of `flatten_state`."""
+    if isinstance(skel, dict):
+        if "__array__" in skel:
+            return arrays[skel["__array__"]]
+        if "__items__" in skel:
+            return {k: unflatten_state(v, arrays) for k, v in skel["__items__"]}
+        if "__tuple__" in skel:
+            return tuple(unflatten_state(v, arrays) for v in skel["__tuple__"])
+        return {k: unflatten_state(v, arrays) for k, v in skel.items()}
+    if isinstance(skel, list):
+        return [unflatten_state(v, arrays) for v in skel]
+    return skel
+
+
+# ----------------------------------------------------------------------------------------------
+# models
+
+
+def model_type_of(model):
+    """The registry name of a model instance ('gpt', 'rwkv7'), or its class name lower-cased."""
+    name = type(model).__name__
+    for key, (_, cls_name, _) in MODEL_TYPES.items():
+        if cls_name == name:
+            return key
+    return name.lower()
+
+
+def config_to_dict(config):
+    if config is None:
+        return None
+    if dataclasses.is_dataclass(config):
+        return dataclasses.asdict(config)
+    if isinstance(config, dict):
+        return dict(config)
+    return {k: v for k, v in vars(config).items() if not k.startswith("_")}
+
+
+def build_model(model_type, config):
+    """A fresh model of a registered type from its config (a dict or config object)."""
+    if model_type not in MODEL_TYPES:
+        raise CheckpointError(f"unknown model type {model_type!r}; known: {sorted(MODEL_TYPES)}")
+    module, cls_name, cfg_name = MODEL_TYPES[model_type]
+    mod = importlib.import_module(module)
+    cfg_cls = getattr(mod, cfg_name)
+    if isinstance(config, dict):
+        config = cfg_cls(**config)
+    return getattr(mod, cls_name)(config)
+
+
+def check_state_compatible(model, state, source="checkpoint"):
+    """Raise CheckpointError naming every missing/unexpected key and shape/dtype mismatch."""
+    own = {k: _as_array(v) for k, v in model.state_dict().items()}
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {own[k].shape}"
+              for k in sorted(set(own) & set(state)) if tuple(state[k].shape) != own[k].shape]
+    problems = []
+    if missing:
+        problems.append(f"missing keys {missing[:8]}{' ...' if len(missing) > 8 else ''}")
+    if unexpected:
+        problems.append(f"unexpected keys {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+    if shapes:
+        problems.append("shape mismatches: " + "; ".join(shapes[:8]) + (" ..." if len(shapes) > 8 else ""))
+    if problems:
+        raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + " | ".join(problems))
+
+
+def load_model_weights(model, state, source="checkpoint"):
+    """Copy `state` (name -> array) into `model`, after a compatibility check with a clear error."""
+    check_state_compatible(model, state, source)
+    own = model.state_dict()
+    model.load_state_dict({k: np.asarray(v, dtype=_as_array(own[k]).dtype) for k, v in state.items()})
+    return model
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoints
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """What `load_checkpoint` returns. `model_state` and `optimizer_state` are plain numpy."""
+    path: str
+    step: int
+    model_type: str
+    config: dict
+    model_state: dict
+    optimizer_state: object = None
+    rng: dict = None
+    tokenizer: object = None
+    extra: dict = None
+
+    def build_model(self):
+        """A model of the saved type and config carrying the saved weights."""
+        model = build_model(self.model_type, self.config)
+        return load_model_weights(model, self.model_state, self.path)
+
+
+def checkpoint_path(run_dir, step):
+    return os.path.join(run_dir, f"ckpt_{int(step):08d}.safetensors")
+
+
+def list_checkpoints(run_dir):
+    """[(step, path)] of the complete checkpoints in `run_dir`, oldest first."""
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(run_dir), "ckpt_*.safetensors")):
+        m = CKPT_PATTERN.match(os.path.basename(path))
+        if m:
+            found.append((int(m.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(run_dir):
+    """Path of the newest checkpoint in `run_dir`, or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1][1] if found else None
+
+
+def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_type=None,
+                    tokenizer=None, rng=None, extra=None, keep=3):
+    """Atomically write `ckpt_<step>.safetensors` in `run_dir` and keep only the newest `keep`.
+
+    `config` defaults to `model.config`; `rng` is a dict of JSON-able generator states (e.g. the
+    batch sampler's and `minigrad.get_rng_state()`); `extra` any JSON-able training state.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    for stale in glob.glob(os.path.join(glob.escape(run_dir), ".tmp_ckpt_*")):
+        try:  # temp files of a save that was killed
+            os.unlink(stale)
+        except OSError:
+            pass
+    arrays = {f"model.{k}": _as_array(v) for k, v in model.state_dict().items()}
+    optim_skeleton = None
+    if optimizer is not None:
+        optim_skeleton = flatten_state(optimizer.state_dict(), "optim", arrays)
+    info = {
+        "format": FORMAT,
+        "step": int(step),
+        "model_type": model_type or model_type_of(model),
+        "config": config_to_dict(config if config is not None else getattr(model, "config", None)),
+        "optimizer": optim_skeleton,
+        "rng": rng,
+        "tokenizer": tokenizer.to_dict() if hasattr(tokenizer, "to_dict") else tokenizer,
+        "extra": extra,
+    }
+    path = checkpoint_path(run_dir, step)
+    save_safetensors(path, arrays, {"format": FORMAT, "minigrad": json.dumps(info)})
+    if keep:
+        for _, old in list_checkpoints(run_dir)[:-int(keep)]:
+            if old != path:
+                os.unlink(old)
+        _fsync_dir(run_dir)
+    return path
+
+
+def _load_file(path):
+    tensors, meta = load_safetensors(path)
+    if meta.get("format") != FORMAT or "minigrad" not in meta:
+        raise CheckpointError(f"{path} is a safetensors file but not a minigrad checkpoint "
+                              f"(format {meta.get('format')!r}, expected {FORMAT!r})")
+    try:
+        info = json.loads(meta["minigrad"])
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: checkpoint metadata is corrupted: {e}") from None
+    model_state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    optim_state = None
+    if info.get("optimizer") is not None:
+        optim_state = unflatten_state(info["optimizer"], tensors)
+    tok = info.get("tokenizer")
+    if tok is not None:
+        from minigrad.data.tokenizer import tokenizer_from_dict
+        tok = tokenizer_from_dict(tok)
+    return Checkpoint(path=path, step=info["step"], model_type=info["model_type"], config=info["config"],
+                      model_state=model_state, optimizer_state=optim_state, rng=info.get("rng"),
+                      tokenizer=tok, extra=info.get("extra"))
+
+
+def load_checkpoint(path, model=None, optimizer=None):
+    """Load a checkpoint file, or the newest loadable one in a run directory.
+
+    With `model`, the weights are copied in (its type and shapes must match, else CheckpointError);
+    with `optimizer`, its state is restored. Returns a `Checkpoint`. In a directory, a damaged newest
+    checkpoint is skipped with a warning in favour of the previous one.
+    """
+    if os.path.isdir(path):
+        found = list_checkpoints(path)
+        if not found:
+            raise FileNotFoundError(f"no checkpoints (ckpt_*.safetensors) in {path}")
+        errors = []
+        for _, file in reversed(found):
+            try:
+                ckpt = _load_file(file)
+            except CheckpointError as e:
+                errors.append(str(e))
+                warnings.warn(f"skipping damaged checkpoint: {e}", stacklevel=2)
+                continue
+            break
+        else:
+            raise CheckpointError(f"no loadable checkpoint in {path}:\n  " + "\n  ".join(errors))
+    else:
+        ckpt = _load_file(path)
+    if model is not None:
+        own_type = model_type_of(model)
+        if own_type != ckpt.model_type:
+            raise CheckpointError(f"{ckpt.path} holds a {ckpt.model_type!r} model, not a {own_type!r} "
+                                  f"({type(model).__name__})")
+        load_model_weights(model, ckpt.model_state, ckpt.path)
+    if optimizer is not None:
+        if ckpt.optimizer_state is None:
+            raise CheckpointError(f"{ckpt.path} holds no optimizer state")
+        optimizer.load_state_dict(ckpt.optimizer_state)
+    return ckpt
