@@ -1,0 +1,308 @@
+"""`Module`: the base of every layer and model, with PyTorch's registration and state_dict conventions.
+
+Assigning a `Parameter` or a `Module` to an attribute registers it; `register_buffer` registers a
+non-trainable Tensor. Names are dotted paths (`blocks.0.attn.wq.weight`), as in PyTorch.
+"""
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from minigrad.autograd import no_grad
+from minigrad.nn.parameter import Parameter
+from minigrad.tensor import Tensor
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Module:
+    """Subclass, assign layers/Parameters in `__init__`, write `forward`; call the module to run it."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- registration -----------------------------------------------------------------------
+    def _registries(self):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning "
+                                 "attributes")
+        return self._parameters, self._buffers, self._modules
+
+    def __setattr__(self, name, value):
+        params, buffers, modules = self._registries()
+        if isinstance(value, Parameter):
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            self._forget(name)
+            modules[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} to parameter '{name}' "
+                                "(wrap it in nn.Parameter, or None)")
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} to submodule '{name}' "
+                                "(Module or None)")
+            modules[name] = None
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} to buffer '{name}' (Tensor or None)")
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        for registry in (self._parameters, self._buffers, self._modules):
+            registry.pop(name, None)
+        self._non_persistent.discard(name)
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        # Only called when normal lookup fails: look in the registries.
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry in d and name in d[registry]:
+                return d[registry][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        if any(name in r for r in (self._parameters, self._buffers, self._modules)):
+            self._forget(name)
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self):
+        names = set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules)
+        return sorted(names)
+
+    def register_parameter(self, name, param):
+        """Register `param` (a Parameter or None) under `name`."""
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: '{name}' must be a Parameter or None, "
+                            f"got {type(param).__name__}")
+        self._check_name(name)
+        self._forget(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Register a non-trainable Tensor (or None); persistent buffers appear in `state_dict()`."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, "
+                            f"got {type(tensor).__name__}")
+        self._check_name(name)
+        self._forget(name)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: '{name}' must be a Module or None, got {type(module).__name__}")
+        self._check_name(name)
+        self._forget(name)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def _check_name(self, name):
+        self._registries()
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"invalid name {name!r}: a non-empty string without '.'")
+
+    # ---- traversal --------------------------------------------------------------------------
+    def named_modules(self, prefix="", memo=None):
+        """Yield (dotted name, module) for this module and every descendant, each module once."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self):
+        for _, child in self.named_children():
+            yield child
+
+    def _named_members(self, registry, prefix, recurse, remove_duplicate):
+        seen = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mod_prefix, mod in modules:
+            for name, value in getattr(mod, registry).items():
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                yield (f"{mod_prefix}.{name}" if mod_prefix else name), value
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Yield (dotted name, Parameter); a shared (tied) Parameter appears once, under its first name."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def num_parameters(self, trainable_only=False):
+        """Total element count of the (unique) parameters."""
+        return sum(p.data.size for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def apply(self, fn):
+        """Call `fn(module)` on every submodule (children first) and on self; return self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ---- modes and grads --------------------------------------------------------------------
+    def train(self, mode=True):
+        """Set `.training` on this module and all descendants (affects Dropout etc.); return self."""
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, flag=True):
+        for p in self.parameters():
+            p.requires_grad_(flag)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Drop (default) or zero every parameter's `.grad`."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.data[...] = 0
+                p.grad._bump_version()
+
+    def to(self, dtype):
+        """Cast every float parameter, its grad and float buffer to `dtype` in place; return self.
+
+        Parameters keep their identity (optimizers built before still hold them), but optimizer
+        state made before the cast keeps its old dtype: build the optimizer after `.to()`.
+        """
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"Module.to: expected a float dtype, got {dtype}")
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.data.dtype.kind == "f" and t.data.dtype != dtype:
+                t.data = t.data.astype(dtype)
+                t._bump_version()
+                if t.grad is not None:
+                    t.grad = Tensor(t.grad.data.astype(dtype))
+        return self
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    # ---- state_dict -------------------------------------------------------------------------
+    def _state_items(self):
+        """(dotted name, Tensor) for every parameter and persistent buffer, tied ones under each name."""
+        for prefix, mod in self.named_modules():
+            dot = f"{prefix}." if prefix else ""
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    yield dot + name, p
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent:
+                    yield dot + name, b
+
+    def state_dict(self):
+        """An OrderedDict of dotted name -> numpy array (a copy), parameters then buffers per module."""
+        return OrderedDict((name, t.data.copy()) for name, t in self._state_items())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays from `state_dict` into this module's parameters and buffers (in place).
+
+        Values may be numpy arrays or Tensors. Shape and dtype must match exactly (no silent casts);
+        with strict=True the key sets must match too. Every problem is reported in one RuntimeError
+        and nothing is modified unless all checks pass. Returns (missing_keys, unexpected_keys).
+        """
+        own = OrderedDict(self._state_items())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        problems = []
+        updates = []
+        for name, target in own.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            value = value.data if isinstance(value, Tensor) else value
+            if not isinstance(value, np.ndarray):
+                problems.append(f"{name}: expected a numpy array or Tensor, got {type(value).__name__}")
+                continue
+            if value.shape != target.data.shape:
+                problems.append(f"size mismatch for {name}: copying a param with shape {value.shape} from "
+                                f"the checkpoint, the shape in the current model is {target.data.shape}")
+            elif value.dtype != target.data.dtype:
+                problems.append(f"dtype mismatch for {name}: the checkpoint has {value.dtype}, the model has "
+                                f"{target.data.dtype} (cast the model with .to() or the array first)")
+            else:
+                updates.append((target, value))
+        if strict:
+            if missing:
+                problems.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+            if unexpected:
+                problems.insert(int(bool(missing)),
+                                "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected))
+        if problems:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(problems))
+        with no_grad():
+            for target, value in updates:
+                np.copyto(target.data, value)
+                target._bump_version()
+        return IncompatibleKeys(missing, unexpected)
+
+    # ---- repr -------------------------------------------------------------------------------
+    def extra_repr(self):
+        """The text inside this module's parentheses in `repr` (override in layers)."""
+        return ""
+
+    def __repr__(self):
+        lines = [line for line in self.extra_repr().split("\n") if line]
+        for name, child in self._modules.items():
+            child_repr = repr(child).replace("\n", "\n  ")
+            lines.append(f"({name}): {child_repr}")
+        if not lines:
+            return f"{type(self).__name__}()"
+        if len(lines) == 1 and not self._modules:
+            return f"{type(self).__name__}({lines[0]})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"

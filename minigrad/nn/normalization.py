@@ -1,0 +1,60 @@
+"""LayerNorm and RMSNorm over the last dimension, composed from primitive Tensor ops.
+
+(The model issues add fused kernels; the classes, parameter names and maths stay the same.)
+"""
+import numpy as np
+
+from minigrad.nn.module import Module
+from minigrad.nn.parameter import Parameter
+
+
+def _check_last_dim(name, x, dim):
+    if x.ndim < 1 or x.shape[-1] != dim:
+        raise ValueError(f"{name}: expected input (..., {dim}), got shape {tuple(x.shape)}")
+
+
+class LayerNorm(Module):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias, mean/var (biased) over the last dim.
+
+    weight (dim,) = 1, bias (dim,) = 0; `elementwise_affine=False` drops both, `bias=False` the bias.
+    """
+
+    def __init__(self, dim, eps=1e-5, elementwise_affine=True, bias=True, dtype=np.float32):
+        super().__init__()
+        self.dim = int(dim)
+        self.eps = float(eps)
+        weight = Parameter(np.ones(self.dim, dtype=dtype)) if elementwise_affine else None
+        self.register_parameter("weight", weight)
+        self.register_parameter("bias", Parameter(np.zeros(self.dim, dtype=dtype))
+                                if elementwise_affine and bias else None)
+
+    def forward(self, x):
+        _check_last_dim("LayerNorm", x, self.dim)
+        centred = x - x.mean(axis=-1, keepdims=True)
+        var = (centred * centred).mean(axis=-1, keepdims=True)
+        y = centred * (var + self.eps).rsqrt()
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+
+    def extra_repr(self):
+        return f"({self.dim},), eps={self.eps}, elementwise_affine={self.weight is not None}"
+
+
+class RMSNorm(Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim; weight (dim,) = 1."""
+
+    def __init__(self, dim, eps=1e-5, dtype=np.float32):
+        super().__init__()
+        self.dim = int(dim)
+        self.eps = float(eps)
+        self.weight = Parameter(np.ones(self.dim, dtype=dtype))
+
+    def forward(self, x):
+        _check_last_dim("RMSNorm", x, self.dim)
+        return x * ((x * x).mean(axis=-1, keepdims=True) + self.eps).rsqrt() * self.weight
+
+    def extra_repr(self):
+        return f"({self.dim},), eps={self.eps}"

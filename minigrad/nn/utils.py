@@ -1,0 +1,53 @@
+"""Gradient utilities: clip_grad_norm_ and clip_grad_value_ (PyTorch's semantics)."""
+import math
+
+import numpy as np
+
+from minigrad.tensor import Tensor
+
+
+def _grads(parameters):
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scale all grads in place so their joint `norm_type`-norm is at most `max_norm`; return that norm.
+
+    total = norm of the per-grad norms (accumulated in float64); every grad is multiplied by
+    min(1, max_norm / (total + 1e-6)), as torch does. Returns the total norm (before clipping) as a 0-d
+    Tensor of the grads' dtype. A nan/inf total raises RuntimeError (grads untouched) when
+    `error_if_nonfinite`; otherwise, as in torch, the grads are scaled by the nan/zero coefficient and
+    the non-finite norm is returned: check it (`math.isfinite(norm.item())`) to skip such a step.
+    """
+    grads = _grads(parameters)
+    max_norm, norm_type = float(max_norm), float(norm_type)
+    if not grads:
+        return Tensor(np.zeros((), dtype=np.float32))
+    if norm_type == math.inf:
+        norms = [np.abs(g.data).max(initial=0.0) for g in grads]
+        total = float(max(norms))
+    else:
+        norms = [np.sum(np.abs(g.data.astype(np.float64)) ** norm_type) for g in grads]
+        total = float(sum(norms)) ** (1.0 / norm_type)
+    dtype = grads[0].data.dtype
+    if not math.isfinite(total):
+        if error_if_nonfinite:
+            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+                               f"{total}, so they cannot be clipped (set error_if_nonfinite=False to "
+                               "return the norm instead)")
+    coef = max_norm / (total + 1e-6)
+    if not coef >= 1.0:  # also true for nan, which then propagates into the grads as in torch
+        for g in grads:
+            g.data *= g.data.dtype.type(coef)
+            g._bump_version()
+    return Tensor(np.asarray(total, dtype=dtype))
+
+
+def clip_grad_value_(parameters, clip_value):
+    """Clamp every grad element into [-clip_value, clip_value] in place."""
+    clip_value = float(clip_value)
+    for g in _grads(parameters):
+        np.clip(g.data, -clip_value, clip_value, out=g.data)
+        g._bump_version()

@@ -1,0 +1,49 @@
+"""linear(x, weight, bias) = x @ weight.T + bias, as one op (one GEMM each way, no transposed copies)."""
+import numpy as np
+
+from minigrad.autograd.function import Function
+
+
+class Linear(Function):
+    """x (..., in), weight (out, in), bias (out,) or None -> y (..., out).
+
+    Backward with gy (..., out), flattened to X (N, in), G (N, out):
+        gx = gy @ weight,  gweight = G.T @ X,  gbias = G.sum(0).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        _check(x, weight, bias)
+        x2 = x.reshape(-1, x.shape[-1])
+        y = x2 @ weight.T
+        if bias is not None:
+            y += bias
+        ctx.save_for_backward(x, weight)
+        return y.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, weight = ctx.saved_tensors
+        g2 = gy.reshape(-1, weight.shape[0])
+        gx = (g2 @ weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
+        gw = g2.T @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[1] else None
+        gb = g2.sum(axis=0) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
+def _check(x, weight, bias):
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be (out, in), got shape {weight.shape}")
+    if x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        last = x.shape[-1] if x.ndim else None
+        raise ValueError(f"linear: input {x.shape} @ weight.T {weight.shape[::-1]}: "
+                         f"last dim {last} and in_features {weight.shape[1]} differ")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    if x.dtype.kind != "f":
+        raise TypeError(f"linear: input must be float, got {np.dtype(x.dtype)}")
+
+
+def linear(x, weight, bias=None):
+    """y = x @ weight.T + bias over the last dim of x (PyTorch's F.linear)."""
+    return Linear.apply(x, weight, bias)
