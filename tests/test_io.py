@@ -1,0 +1,142 @@
+"""Checkpoints: safetensors format, atomic writes, damaged files, model mismatch, keep-last-k."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from minigrad import io
+from minigrad.io import CheckpointError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def arrays():
+    rng = np.random.default_rng(0)
+    return {"w": rng.standard_normal((3, 5)).astype(np.float32), "n": np.arange(4, dtype=np.int64),
+            "s": np.float64(2.5), "e": np.zeros((0, 3), np.float32), "m": np.array([True, False])}
+
+
+def test_safetensors_round_trip_exact(tmp_path):
+    path = str(tmp_path / "a.safetensors")
+    io.save_safetensors(path, arrays(), {"hello": "world"})
+    loaded, meta = io.load_safetensors(path)
+    assert meta["hello"] == "world"
+    for k, v in arrays().items():
+        assert loaded[k].dtype == np.asarray(v).dtype and loaded[k].shape == np.shape(v)
+        assert np.array_equal(loaded[k], v)
+
+
+def test_compatible_with_the_safetensors_package(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    ours, theirs = str(tmp_path / "ours.safetensors"), str(tmp_path / "theirs.safetensors")
+    io.save_safetensors(ours, arrays())
+    for k, v in st.load_file(ours).items():
+        assert np.array_equal(v, arrays()[k]) and v.shape == np.shape(arrays()[k])
+    st.save_file({k: np.asarray(v) for k, v in arrays().items()}, theirs, metadata={"a": "b"})
+    loaded, meta = io.load_safetensors(theirs)
+    assert meta == {"a": "b"} and all(np.array_equal(loaded[k], v) for k, v in arrays().items())
+
+
+def test_bf16_is_widened_to_float32():
+    x = np.array([1.5, -2.0, 3.140625], np.float32)
+    raw = (x.view(np.uint32) >> 16).astype("<u2").tobytes()
+    header = json.dumps({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 6]}}).encode()
+    buf = len(header).to_bytes(8, "little") + header + raw
+    loaded, _ = io.decode_safetensors(buf)
+    assert loaded["x"].dtype == np.float32 and np.array_equal(loaded["x"], x)
+
+
+@pytest.mark.parametrize("damage", ["empty", "short_header", "truncated", "flipped_bit", "garbage"])
+def test_damaged_files_give_a_clear_error(tmp_path, damage):
+    path = str(tmp_path / "d.safetensors")
+    io.save_safetensors(path, arrays())
+    buf = bytearray(open(path, "rb").read())
+    buf = {"empty": b"", "short_header": buf[:20], "truncated": buf[:-5],
+           "flipped_bit": buf[:-10] + bytes([buf[-10] ^ 4]) + buf[-9:],
+           "garbage": b"\xff" * 64}[damage]
+    with open(path, "wb") as f:
+        f.write(bytes(buf))
+    with pytest.raises(CheckpointError, match="truncated or corrupted"):
+        io.load_safetensors(path)
+
+
+def test_optimizer_like_state_survives_flattening():
+    state = {"state": {0: {"step": 3, "exp_avg": np.ones(3, np.float32)}, 1: {"step": np.int64(4)}},
+             "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "params": [0, 1]}]}
+    arrays_out = {}
+    skeleton = json.loads(json.dumps(io.flatten_state(state, "optim", arrays_out)))
+    back = io.unflatten_state(skeleton, arrays_out)
+    assert back["state"][0]["step"] == 3 and back["param_groups"][0]["betas"] == (0.9, 0.95)
+    assert np.array_equal(back["state"][0]["exp_avg"], state["state"][0]["exp_avg"])
+    assert back["state"][1]["step"].dtype == np.int64
+
+
+def test_keep_last_k_and_latest(tmp_path):
+    from _ckpt_saver import FakeModel, FakeOptimizer
+    run = str(tmp_path)
+    for step in (5, 10, 15, 20):
+        io.save_checkpoint(run, step, FakeModel(step), FakeOptimizer(step), model_type="fake", keep=2)
+    assert [s for s, _ in io.list_checkpoints(run)] == [15, 20]
+    assert io.latest_checkpoint(run).endswith("ckpt_00000020.safetensors")
+    ckpt = io.load_checkpoint(run)
+    assert ckpt.step == 20 and ckpt.model_state["w"][0, 0] == 20
+    assert ckpt.optimizer_state["state"][0]["m"][0] == 20
+    assert not [f for f in os.listdir(run) if f.startswith(".tmp")]
+
+
+def test_damaged_latest_is_skipped_in_a_directory_but_named_when_loaded_directly(tmp_path):
+    from _ckpt_saver import FakeModel
+    run = str(tmp_path)
+    io.save_checkpoint(run, 1, FakeModel(1), model_type="fake")
+    path = io.save_checkpoint(run, 2, FakeModel(2), model_type="fake")
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    with pytest.warns(UserWarning, match="skipping damaged checkpoint"):
+        assert io.load_checkpoint(run).step == 1
+    with pytest.raises(CheckpointError, match="ckpt_00000002.*truncated or corrupted"):
+        io.load_checkpoint(path)
+
+
+def test_not_a_checkpoint(tmp_path):
+    path = str(tmp_path / "plain.safetensors")
+    io.save_safetensors(path, arrays())
+    with pytest.raises(CheckpointError, match="not a minigrad checkpoint"):
+        io.load_checkpoint(path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no checkpoints"):
+        io.load_checkpoint(str(tmp_path / "empty"))
+
+
+def test_sigkill_during_saves_never_breaks_the_latest_checkpoint(tmp_path):
+    """Kill a saving process at random moments, many times: the newest checkpoint always loads
+    intact (weights filled with its step), and steps only move forward."""
+    run = str(tmp_path)
+    rng = random.Random(1234)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
+    last_step, kills, mid_save = 0, 0, 0
+    deadline = time.monotonic() + 40
+    while kills < 25 and time.monotonic() < deadline:
+        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "_ckpt_saver.py"), run,
+                                 str(last_step + 1)], env=env, stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()  # at least one save finished: the process is in its save loop
+        time.sleep(rng.uniform(0.0, 0.05))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        kills += 1
+        mid_save += any(f.startswith(".tmp_") for f in os.listdir(run))
+        ckpt = io.load_checkpoint(io.latest_checkpoint(run))  # the newest must load, not be skipped
+        assert ckpt.step > last_step
+        assert np.all(ckpt.model_state["w"] == ckpt.step) and np.all(ckpt.model_state["b"] == ckpt.step)
+        assert np.all(ckpt.optimizer_state["state"][0]["m"] == ckpt.step)
+        assert ckpt.rng == {"x": ckpt.step} and ckpt.config == {"n": ckpt.step}
+        assert len(io.list_checkpoints(run)) <= 3  # keep=2 (+1 if killed between replace and prune)
+        last_step = ckpt.step
+    print(f"{kills} kills, {mid_save} inside a save")
+    assert kills >= 10 and mid_save >= 1, (kills, mid_save)  # some kills did land inside a save
