@@ -1,0 +1,2 @@
+"""Model zoo: GPT (Llama-style) and RWKV-7."""
+from minigrad.models.rwkv7 import RWKV7, RWKV7Config  # noqa: F401

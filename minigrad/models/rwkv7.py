@@ -1,0 +1,262 @@
+"""RWKV-7 ("x070") language model on minigrad's fused kernels.
+
+    emb -> ln0 -> n_layer x [ln1 -> time mix -> +residual; ln2 -> channel mix -> +residual] -> ln_out -> head
+
+Each time mix is one fused autograd node (`F.rwkv7_time_mix`: token shift, projections, LoRAs, WKV7,
+GroupNorm, bonus, gate, output), each channel mix another (`F.rwkv7_channel_mix`). Layer 0's value `v`
+feeds the value residual of every later layer, token by token, so it is never carried across calls.
+
+The recurrent state of a batch is a list with one `(att_shift (B, C), wkv (B, H, N, N), ffn_shift (B, C))`
+tuple of Tensors per layer. Passing it back in continues the sequence exactly: a sequence processed whole,
+in chunks, or one token at a time gives the same logits, and gradients flow through a carried state.
+Parameter names and shapes are those of the official checkpoints (see `rwkv7_init.py`).
+"""
+import numpy as np
+
+from minigrad import functional as F
+from minigrad.autograd import no_grad
+from minigrad.kernels.validate import check_index
+from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
+from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
+from minigrad.tensor import Tensor
+
+__all__ = ["RWKV7Config", "RWKV7"]
+
+_VECTOR = (1, 1)  # leading dims of the (1, 1, C) per-channel parameters
+
+
+def _param(shape, dtype):
+    return Parameter(np.zeros(shape, dtype=dtype))
+
+
+class _GroupNormAffine(Module):
+    """Holds the per-channel affine of the time mix's per-head GroupNorm (`att.ln_x`)."""
+
+    def __init__(self, C, dtype):
+        super().__init__()
+        self.weight = _param((C,), dtype)
+        self.bias = _param((C,), dtype)
+
+
+class RWKV7TimeMix(Module):
+    """The x070 time mix as one fused node; parameter names as in the official checkpoints."""
+
+    def __init__(self, cfg, layer_id, dtype):
+        super().__init__()
+        C = cfg.d_model
+        self.layer_id, self.head_size = layer_id, cfg.head_size
+        vec = (*_VECTOR, C)
+        for name in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "w0", "a0"):
+            setattr(self, name, _param(vec, dtype))
+        self.w1, self.w2 = _param((C, cfg.d_decay_lora), dtype), _param((cfg.d_decay_lora, C), dtype)
+        self.a1, self.a2 = _param((C, cfg.d_aaa_lora), dtype), _param((cfg.d_aaa_lora, C), dtype)
+        if layer_id > 0:
+            self.v0 = _param(vec, dtype)
+            self.v1, self.v2 = _param((C, cfg.d_mv_lora), dtype), _param((cfg.d_mv_lora, C), dtype)
+        self.g1, self.g2 = _param((C, cfg.d_gate_lora), dtype), _param((cfg.d_gate_lora, C), dtype)
+        self.k_k, self.k_a = _param(vec, dtype), _param(vec, dtype)
+        self.r_k = _param((cfg.n_head, cfg.head_size), dtype)
+        for name in ("receptance", "key", "value", "output"):
+            setattr(self, name, Linear(C, C, bias=False, dtype=dtype))
+        self.ln_x = _GroupNormAffine(C, dtype)
+
+    def forward(self, x, shift_state, wkv_state, v_first):
+        """x (B, T, C) -> (out, new_shift_state, new_wkv_state, v_first)."""
+        return F.rwkv7_time_mix(x, dict(self.named_parameters()), shift_state, wkv_state, v_first,
+                                layer_id=self.layer_id, head_size=self.head_size)
+
+
+class RWKV7ChannelMix(Module):
+    """Token-shift lerp, relu(x W_k)², W_v — one fused node."""
+
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        C = cfg.d_model
+        self.x_k = _param((*_VECTOR, C), dtype)
+        self.key = Linear(C, cfg.ffn_hidden, bias=False, dtype=dtype)
+        self.value = Linear(cfg.ffn_hidden, C, bias=False, dtype=dtype)
+
+    def forward(self, x, shift_state):
+        return F.rwkv7_channel_mix(x, shift_state, self.x_k, self.key.weight, self.value.weight)
+
+
+class RWKV7Block(Module):
+    def __init__(self, cfg, layer_id, dtype):
+        super().__init__()
+        C = cfg.d_model
+        if layer_id == 0:
+            self.ln0 = LayerNorm(C, dtype=dtype)
+        self.ln1 = LayerNorm(C, dtype=dtype)
+        self.ln2 = LayerNorm(C, dtype=dtype)
+        self.att = RWKV7TimeMix(cfg, layer_id, dtype)
+        self.ffn = RWKV7ChannelMix(cfg, dtype)
+
+    def forward(self, x, layer_state, v_first):
+        att_shift, wkv, ffn_shift = layer_state
+        dx, att_shift, wkv, v_first = self.att(_norm(self.ln1, x), att_shift, wkv, v_first)
+        x = x + dx
+        dx, ffn_shift = self.ffn(_norm(self.ln2, x), ffn_shift)
+        return x + dx, (att_shift, wkv, ffn_shift), v_first
+
+
+def _norm(ln, x):
+    return F.layer_norm(x, ln.weight, ln.bias, ln.eps)
+
+
+class RWKV7(Module):
+    """RWKV-7 language model. `model(idx)` -> logits (B, T, vocab_size).
+
+    `model(idx, state=state, return_state=True)` -> (logits, new_state) continues from `state`
+    (None = the start of the sequences). `RWKV7(config, dtype=float64, seed=0)` for an fp64 model.
+    """
+
+    def __init__(self, config, dtype=np.float32, seed=None):
+        super().__init__()
+        if not isinstance(config, RWKV7Config):
+            raise TypeError(f"RWKV7: config must be an RWKV7Config, got {type(config).__name__}")
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"RWKV7: dtype must be float32 or float64, got {dtype}")
+        self.config = config
+        C, V = config.d_model, config.vocab_size
+        self.emb = Embedding(V, C, dtype=dtype)
+        self.blocks = ModuleList([RWKV7Block(config, i, dtype) for i in range(config.n_layer)])
+        self.ln_out = LayerNorm(C, dtype=dtype)
+        self.head = Linear(C, V, bias=False, dtype=dtype)
+        self._load_arrays(official_init(config, seed=seed, dtype=dtype))
+
+    @property
+    def dtype(self):
+        return self.head.weight.dtype
+
+    # ---- weights -----------------------------------------------------------------------------
+    @classmethod
+    def from_state_dict(cls, state_dict):
+        """Build a model from a dict name -> array (official names; layer 0's v0/v1/v2 are ignored).
+
+        The config is inferred from the shapes; the dtype is that of `emb.weight` (fp32 if not fp64).
+        """
+        arrays = {k: np.asarray(v.data if isinstance(v, Tensor) else v) for k, v in state_dict.items()}
+        config = config_from_state_dict(arrays)
+        dtype = np.float64 if arrays["emb.weight"].dtype == np.float64 else np.float32
+        model = cls(config, dtype=dtype, seed=0)
+        model._load_arrays(arrays)
+        return model
+
+    def _load_arrays(self, arrays):
+        ignored = {f"blocks.0.att.{n}" for n in ("v0", "v1", "v2")}
+        arrays = {k: v for k, v in arrays.items() if k not in ignored}
+        shapes = expected_shapes(self.config)
+        missing = sorted(set(shapes) - set(arrays))
+        unexpected = sorted(set(arrays) - set(shapes))
+        if missing or unexpected:
+            raise KeyError(f"RWKV7: state dict mismatch; missing {missing[:8]}, unexpected {unexpected[:8]}")
+        params = dict(self.named_parameters())
+        for name, shape in shapes.items():
+            value = np.asarray(arrays[name])
+            if value.shape != shape:
+                raise ValueError(f"RWKV7: {name} has shape {value.shape}, expected {shape}")
+            if not np.issubdtype(value.dtype, np.floating):
+                raise TypeError(f"RWKV7: {name} must be floating point, got {value.dtype}")
+            params[name].data[...] = value
+
+    # ---- forward -----------------------------------------------------------------------------
+    def _check_idx(self, idx):
+        arr = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        if arr.ndim != 2:
+            raise ValueError(f"RWKV7: idx must have shape (B, T), got {tuple(arr.shape)}")
+        if arr.shape[1] == 0:
+            raise ValueError("RWKV7: idx has no tokens (T = 0)")
+        return check_index("RWKV7", "idx", arr, self.config.vocab_size)
+
+    def _check_state(self, state, B):
+        cfg = self.config
+        if not isinstance(state, (list, tuple)) or len(state) != cfg.n_layer:
+            raise ValueError(f"RWKV7: state must be a list of {cfg.n_layer} (att_shift, wkv, ffn_shift) "
+                             f"tuples, as returned with return_state=True")
+        C, H, N = cfg.d_model, cfg.n_head, cfg.head_size
+        want = ((B, C), (B, H, N, N), (B, C))
+        for i, layer_state in enumerate(state):
+            if len(layer_state) != 3:
+                raise ValueError(f"RWKV7: state[{i}] must be (att_shift, wkv, ffn_shift)")
+            for name, s, shape in zip(("att_shift", "wkv", "ffn_shift"), layer_state, want):
+                if not isinstance(s, Tensor):
+                    raise TypeError(f"RWKV7: state[{i}].{name} must be a Tensor, got {type(s).__name__}")
+                if s.shape != shape:
+                    raise ValueError(f"RWKV7: state[{i}].{name} has shape {s.shape}, expected {shape}")
+                if s.dtype != self.dtype:
+                    raise TypeError(f"RWKV7: state[{i}].{name} is {s.dtype} but the model is {self.dtype}")
+
+    def forward(self, idx, state=None, return_state=False):
+        """idx (B, T) int token ids -> logits (B, T, V) [, new state]."""
+        idx = self._check_idx(idx)
+        if state is None:
+            state = [(None, None, None)] * self.config.n_layer
+        else:
+            self._check_state(state, idx.shape[0])
+        x = _norm(self.blocks[0].ln0, self.emb(Tensor(idx)))
+        v_first = None
+        new_state = []
+        for block, layer_state in zip(self.blocks, state):
+            x, layer_state, v_first = block(x, layer_state, v_first)
+            new_state.append(layer_state)
+        logits = self.head(_norm(self.ln_out, x))
+        return (logits, new_state) if return_state else logits
+
+    def init_state(self, batch_size):
+        """The all-zeros state (equivalent to state=None)."""
+        cfg, dt = self.config, self.dtype
+        z = lambda *shape: Tensor(np.zeros(shape, dtype=dt))
+        return [(z(batch_size, cfg.d_model), z(batch_size, cfg.n_head, cfg.head_size, cfg.head_size),
+                 z(batch_size, cfg.d_model)) for _ in range(cfg.n_layer)]
+
+    # ---- generation --------------------------------------------------------------------------
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None):
+        """Continue each row of idx (B, T) by `max_new_tokens` sampled tokens -> (B, T + max_new_tokens).
+
+        The prompt runs in parallel once; then one token at a time through the recurrent state, so
+        memory stays constant per token (no cache grows). temperature 0 means greedy (argmax).
+        Returns an int64 numpy array (a Tensor if idx was a Tensor).
+        """
+        if max_new_tokens < 0:
+            raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"generate: temperature must be >= 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"generate: top_k must be >= 1 or None, got {top_k}")
+        if top_p is not None and not 0.0 < top_p <= 1.0:
+            raise ValueError(f"generate: top_p must be in (0, 1] or None, got {top_p}")
+        tokens = self._check_idx(idx)
+        rng = np.random.default_rng(seed)
+        out = [tokens]
+        with no_grad():
+            logits, state = self.forward(tokens, return_state=True)
+            for _ in range(max_new_tokens):
+                nxt = sample_next(logits.data[:, -1].astype(np.float64), temperature, top_k, top_p, rng)
+                out.append(nxt[:, None])
+                logits, state = self.forward(nxt[:, None], state=state, return_state=True)
+        result = np.concatenate(out, axis=1)
+        return Tensor(result) if isinstance(idx, Tensor) else result
+
+
+def sample_next(logits, temperature, top_k, top_p, rng):
+    """One token id per row of logits (B, V): temperature, then top-k, then nucleus (top-p) filtering."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
+        logits = np.where(logits < kth, -np.inf, logits)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-probs, axis=-1)
+        sorted_p = np.take_along_axis(probs, order, -1)
+        keep_sorted = np.cumsum(sorted_p, -1) - sorted_p < top_p  # always keeps the top token
+        keep = np.zeros_like(keep_sorted)
+        np.put_along_axis(keep, order, keep_sorted, -1)
+        probs = np.where(keep, probs, 0.0)
+        probs /= probs.sum(-1, keepdims=True)
+    cdf = np.cumsum(probs, -1)
+    u = rng.random((probs.shape[0], 1)) * cdf[:, -1:]
+    return np.minimum((cdf < u).sum(-1), probs.shape[-1] - 1).astype(np.int64)
