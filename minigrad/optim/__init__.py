@@ -1,0 +1,7 @@
+"""Optimizers (SGD, AdamW) and learning-rate schedules, with PyTorch's names and formulas."""
+from minigrad.optim import lr_scheduler
+from minigrad.optim.adamw import AdamW
+from minigrad.optim.optimizer import Optimizer
+from minigrad.optim.sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "AdamW", "lr_scheduler"]
