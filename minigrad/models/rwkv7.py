@@ -17,6 +17,7 @@ from minigrad import functional as F
 from minigrad.autograd import no_grad
 from minigrad.kernels.validate import check_index
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
+from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.tensor import Tensor
 
@@ -159,6 +160,9 @@ class RWKV7(Module):
             if not np.issubdtype(value.dtype, np.floating):
                 raise TypeError(f"RWKV7: {name} must be floating point, got {value.dtype}")
             params[name].data[...] = value
+
+    from_pretrained = classmethod(load_rwkv7)  # RWKV7.from_pretrained(path): official .pth / .safetensors
+    save_pretrained = save_rwkv7  # model.save_pretrained(path): official names as safetensors (or .pth)
 
     # ---- forward -----------------------------------------------------------------------------
     def _check_idx(self, idx):

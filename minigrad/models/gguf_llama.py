@@ -1,0 +1,196 @@
+"""Llama-architecture GGUF files (llama.cpp) -> minigrad's GPT, with their tokenizer.
+
+Weights are dequantised to float32 by the `gguf` package (`GGUFReader` + `gguf.quants.dequantize`),
+so any quantisation it knows (F16, Q8_0, Q4_1, K-quants ...) loads.
+
+RoPE layout: llama.cpp's convert script permutes the rows of attn_q / attn_k so that its interleaved
+RoPE (rotating pairs (2i, 2i+1)) equals HF's half-split RoPE (pairs (i, i + d/2)):
+    permute(W) = W.reshape(heads, 2, d/2, in).swapaxes(1, 2).reshape(W.shape)
+(heads = head_count for Q, head_count_kv for K). `unpermute_qk` is its inverse, giving back
+the HF rows that GPT's half-split RoPE expects.
+
+The tokenizer (`tokenizer.ggml.model == "gpt2"`: byte-level BPE) is rebuilt with the `tokenizers`
+package from `tokenizer.ggml.tokens` / `merges` / `token_type`, the pre-tokenizer chosen by
+`tokenizer.ggml.pre`, and attached to the model as `model.tokenizer` (a `minigrad.data.BPETokenizer`
+with `bos_token_id` / `eos_token_id`).
+"""
+import warnings
+
+import numpy as np
+
+from minigrad.models.hf_llama import UnsupportedCheckpointError, load_gpt_state
+
+# GGUF tensor name (per block after `blk.N.`) -> GPT (HF Llama) name
+_BLOCK_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_TOP_NAMES = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight",
+              "output.weight": "lm_head.weight"}
+
+# GGUF token types (llama.cpp's llama_token_type)
+_CONTROL, _USER_DEFINED = 3, 4
+
+# tokenizer.ggml.pre -> pre-tokenizer recipe (see llama.cpp's llm_tokenizer_bpe regexes)
+_LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_DIGIT_SPLIT_PRES = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"}
+_LLAMA3_PRES = {"llama-bpe", "llama3", "smaug-bpe"}
+
+
+def _require_gguf():
+    try:
+        import gguf
+    except ImportError:
+        raise ImportError("GPT.from_gguf needs the `gguf` package: pip install gguf tokenizers "
+                          "(or pip install -e \".[gguf]\")") from None
+    return gguf
+
+
+def field_value(reader, key, default=None):
+    """The Python value of a GGUF metadata field (str, number, bool or list), or `default`."""
+    field = reader.fields.get(key)
+    if field is None:
+        return default
+    if hasattr(field, "contents"):
+        return field.contents()
+    # gguf < 0.11: decode by hand
+    parts = [field.parts[i] for i in field.data]
+    gguf = _require_gguf()
+    string = gguf.GGUFValueType.STRING
+    is_str = field.types and field.types[-1] == string
+    values = [bytes(p).decode("utf-8") if is_str else p.tolist()[0] for p in parts]
+    return values if field.types[0] == gguf.GGUFValueType.ARRAY else values[0]
+
+
+def unpermute_qk(w, n_heads):
+    """Undo llama.cpp's Q/K row permutation: (heads*d, in) interleaved-RoPE rows -> half-split rows."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def config_from_gguf(reader, tensor_names, where):
+    """GPTConfig keyword arguments from a GGUF's `llama.*` metadata."""
+    arch = field_value(reader, "general.architecture")
+    if arch != "llama":
+        raise UnsupportedCheckpointError(f"{where}: general.architecture is {arch!r}; only 'llama' loads")
+
+    def get(key, default=None):
+        value = field_value(reader, f"llama.{key}", default)
+        if value is None:
+            raise ValueError(f"{where}: GGUF metadata has no llama.{key}")
+        return value
+
+    d_model, n_head = int(get("embedding_length")), int(get("attention.head_count"))
+    head_dim = d_model // n_head
+    for key in ("rope.dimension_count", "attention.key_length", "attention.value_length"):
+        value = field_value(reader, f"llama.{key}")
+        if value is not None and int(value) != head_dim:
+            raise UnsupportedCheckpointError(f"{where}: llama.{key} = {value} but d_model / heads = "
+                                             f"{head_dim}; GPT needs full-width RoPE and head_dim = d/heads")
+    scaling = field_value(reader, "llama.rope.scaling.type")
+    if scaling not in (None, "none") or "rope_freqs.weight" in tensor_names:
+        raise UnsupportedCheckpointError(f"{where}: RoPE scaling ({scaling or 'rope_freqs'}) "
+                                         f"is not supported")
+    if "blk.0.attn_q.bias" in tensor_names or "blk.0.ffn_up.bias" in tensor_names:
+        raise UnsupportedCheckpointError(f"{where}: biased projections are not supported")
+    tokens = field_value(reader, "tokenizer.ggml.tokens")
+    vocab = field_value(reader, "llama.vocab_size") or (len(tokens) if tokens else None)
+    return dict(vocab_size=int(vocab), d_model=d_model, n_layer=int(get("block_count")), n_head=n_head,
+                n_kv_head=int(get("attention.head_count_kv", n_head)),
+                ffn_hidden=int(get("feed_forward_length")), max_seq_len=int(get("context_length", 2048)),
+                rope_base=float(get("rope.freq_base", 10000.0)),
+                norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-5)),
+                tie_embeddings="output.weight" not in tensor_names)
+
+
+def gguf_name_to_gpt(name):
+    if name in _TOP_NAMES:
+        return _TOP_NAMES[name]
+    parts = name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "blk" and parts[2] in _BLOCK_NAMES:
+        return f"layers.{int(parts[1])}.{_BLOCK_NAMES[parts[2]]}"
+    return None
+
+
+def read_gguf(path):
+    """(GPTConfig kwargs, state dict with GPT names as float32 arrays, reader) of a Llama GGUF."""
+    gguf = _require_gguf()
+    reader = gguf.GGUFReader(path)
+    names = {t.name for t in reader.tensors}
+    kwargs = config_from_gguf(reader, names, path)
+    state, unknown = {}, []
+    for t in reader.tensors:
+        name = gguf_name_to_gpt(t.name)
+        if name is None:
+            unknown.append(t.name)
+            continue
+        w = gguf.quants.dequantize(t.data, t.tensor_type)
+        w = np.asarray(w, dtype=np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
+        if name.endswith("q_proj.weight"):
+            w = unpermute_qk(w, kwargs["n_head"])
+        elif name.endswith("k_proj.weight"):
+            w = unpermute_qk(w, kwargs["n_kv_head"])
+        state[name] = np.ascontiguousarray(w)
+    if unknown:
+        raise UnsupportedCheckpointError(f"{path}: tensors GPT has no place for: {unknown[:8]}")
+    return kwargs, state, reader
+
+
+def _pre_tokenizer(tk, pre):
+    byte_level = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre in _DIGIT_SPLIT_PRES:
+        return tk.pre_tokenizers.Sequence([tk.pre_tokenizers.Digits(individual_digits=True), byte_level])
+    if pre in _LLAMA3_PRES:
+        split = tk.pre_tokenizers.Split(tk.Regex(_LLAMA3_REGEX), behavior="isolated", invert=False)
+        return tk.pre_tokenizers.Sequence(
+            [split, tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if pre not in (None, "default", "gpt2", "gpt-2"):
+        warnings.warn(f"GGUF tokenizer.ggml.pre = {pre!r} is not known to minigrad; using GPT-2's "
+                      f"byte-level pre-tokenizer (encodings of some texts may differ from llama.cpp)",
+                      stacklevel=3)
+    return byte_level
+
+
+def tokenizer_from_gguf(reader):
+    """A `minigrad.data.BPETokenizer` from a GGUF's `tokenizer.ggml.*` metadata (None if not BPE)."""
+    kind = field_value(reader, "tokenizer.ggml.model")
+    if kind != "gpt2":
+        if kind is not None:
+            warnings.warn(f"GGUF tokenizer model {kind!r} is not byte-level BPE; no tokenizer attached",
+                          stacklevel=2)
+        return None
+    import tokenizers as tk
+
+    from minigrad.data import BPETokenizer
+
+    tokens = field_value(reader, "tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ", 1)) for m in field_value(reader, "tokenizer.ggml.merges", [])]
+    types = field_value(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
+    tok = tk.Tokenizer(tk.models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    tok.pre_tokenizer = _pre_tokenizer(tk, field_value(reader, "tokenizer.ggml.pre"))
+    tok.decoder = tk.decoders.ByteLevel()
+    tok.add_special_tokens([tk.AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types) if ty == _CONTROL])
+    tok.add_tokens([tk.AddedToken(t, normalized=False)
+                    for t, ty in zip(tokens, types) if ty == _USER_DEFINED])
+    out = BPETokenizer(tok)
+    out.bos_token_id = field_value(reader, "tokenizer.ggml.bos_token_id")
+    out.eos_token_id = field_value(reader, "tokenizer.ggml.eos_token_id")
+    out.chat_template = field_value(reader, "tokenizer.chat_template")
+    return out
+
+
+def load_gguf(cls, path, dtype=np.float32, tokenizer=True):
+    """`cls` (GPT) with the dequantised weights of a Llama GGUF; `model.tokenizer` from its metadata."""
+    kwargs, state, reader = read_gguf(path)
+    model = load_gpt_state(cls, kwargs, state, dtype, source=path)
+    model.tokenizer = tokenizer_from_gguf(reader) if tokenizer else None
+    return model

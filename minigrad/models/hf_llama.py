@@ -1,0 +1,214 @@
+"""Hugging Face Llama checkpoints <-> minigrad's GPT, without torch or transformers.
+
+`load_hf(GPT, path)` reads a directory written by transformers' `LlamaForCausalLM.save_pretrained`:
+`config.json` plus `model.safetensors` (or shards listed in `model.safetensors.index.json`).
+F16/BF16/F64 weights become the model's dtype (float32 by default). `save_hf(model, path)` writes
+`config.json` + `model.safetensors` (atomically, file by file) that transformers loads.
+
+Names: GPT uses HF's Llama names without the `model.` prefix (`layers.0.self_attn.q_proj.weight`);
+`lm_head.weight` exists only when the embeddings are untied. Both use the half-split RoPE layout
+(rotate_half pairs dimension i with i + head_dim/2), so Q/K weights are copied unchanged.
+"""
+import json
+import mmap
+import os
+
+import numpy as np
+
+from minigrad.io import atomic_write_bytes, decode_safetensors, save_safetensors
+
+PREFIX = "model."
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+TOKENIZER_NAME = "tokenizer.json"
+
+
+class UnsupportedCheckpointError(ValueError):
+    """A checkpoint that uses a feature GPT does not implement (bias, RoPE scaling, ...)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# config
+
+
+def _rope_theta(hf):
+    params = hf.get("rope_parameters") or {}
+    return float(hf.get("rope_theta") or params.get("rope_theta") or 10000.0)
+
+
+def _check_supported(hf, where):
+    def reject(what):
+        raise UnsupportedCheckpointError(f"{where}: {what}; minigrad's GPT does not support it")
+
+    model_type = hf.get("model_type", "llama")
+    if model_type != "llama":
+        reject(f"model_type is {model_type!r}, only 'llama' (LlamaForCausalLM) is supported")
+    act = hf.get("hidden_act", "silu")
+    if act != "silu":
+        reject(f"hidden_act is {act!r} (GPT's MLP is SwiGLU, i.e. 'silu')")
+    for flag in ("attention_bias", "mlp_bias"):
+        if hf.get(flag):
+            reject(f"{flag} is true (GPT's projections have no bias)")
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = hf.get(key) or {}
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind not in (None, "default"):
+            reject(f"{key} uses rope_type {kind!r} (only plain RoPE is implemented)")
+    n_head = hf["num_attention_heads"]
+    head_dim = hf.get("head_dim")
+    if head_dim not in (None, hf["hidden_size"] // n_head) or hf["hidden_size"] % n_head:
+        reject(f"head_dim {head_dim} != hidden_size {hf['hidden_size']} / num_attention_heads {n_head}")
+
+
+def config_from_hf(hf, where="config.json"):
+    """GPTConfig keyword arguments from a transformers LlamaConfig dict."""
+    _check_supported(hf, where)
+    try:
+        return dict(vocab_size=int(hf["vocab_size"]), d_model=int(hf["hidden_size"]),
+                    n_layer=int(hf["num_hidden_layers"]), n_head=int(hf["num_attention_heads"]),
+                    n_kv_head=int(hf.get("num_key_value_heads") or hf["num_attention_heads"]),
+                    ffn_hidden=int(hf["intermediate_size"]),
+                    max_seq_len=int(hf.get("max_position_embeddings", 2048)),
+                    rope_base=_rope_theta(hf), norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+                    tie_embeddings=bool(hf.get("tie_word_embeddings", False)))
+    except KeyError as e:
+        raise ValueError(f"{where}: missing field {e.args[0]!r}; not a Llama config") from None
+
+
+def config_to_hf(cfg, dtype="float32", bos_token_id=None, eos_token_id=None):
+    """A transformers LlamaConfig dict for a GPTConfig."""
+    n_kv = cfg.n_kv_head or cfg.n_head
+    out = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+           "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layer,
+           "num_attention_heads": cfg.n_head, "num_key_value_heads": n_kv,
+           "head_dim": cfg.d_model // cfg.n_head, "intermediate_size": int(cfg.ffn_hidden),
+           "max_position_embeddings": cfg.max_seq_len, "rope_theta": cfg.rope_base,
+           "rms_norm_eps": cfg.norm_eps, "tie_word_embeddings": bool(cfg.tie_embeddings),
+           "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
+           "initializer_range": 0.02, "use_cache": True, "torch_dtype": dtype}
+    if bos_token_id is not None:
+        out["bos_token_id"] = int(bos_token_id)
+    if eos_token_id is not None:
+        out["eos_token_id"] = int(eos_token_id)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# weights
+
+
+def read_safetensors_file(path):
+    """name -> numpy array of one safetensors file (memory-mapped while reading; BF16 -> float32)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        tensors, _ = decode_safetensors(mm, path)
+    return tensors
+
+
+def weight_files(path):
+    """The safetensors files of an HF checkpoint directory (one file, or the shards of an index)."""
+    index = os.path.join(path, INDEX_NAME)
+    single = os.path.join(path, WEIGHTS_NAME)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        return [os.path.join(path, name) for name in sorted(set(weight_map.values()))]
+    if os.path.isfile(single):
+        return [single]
+    others = sorted(n for n in os.listdir(path) if n.endswith((".bin", ".pt", ".pth", ".safetensors")))
+    raise FileNotFoundError(f"{path}: no {WEIGHTS_NAME} or {INDEX_NAME}"
+                            + (f" (found {others}; save with safe_serialization=True)" if others else ""))
+
+
+def hf_to_gpt_names(state, tie_embeddings):
+    """Strip `model.`; drop what GPT does not have (a tied lm_head, rotary inv_freq buffers)."""
+    out = {}
+    for name, value in state.items():
+        if name.endswith("rotary_emb.inv_freq") or (tie_embeddings and name == "lm_head.weight"):
+            continue
+        out[name[len(PREFIX):] if name.startswith(PREFIX) else name] = value
+    return out
+
+
+def gpt_to_hf_names(state):
+    return {(k if k == "lm_head.weight" else PREFIX + k): v for k, v in state.items()}
+
+
+def _array(v):
+    return np.asarray(getattr(v, "data", v))
+
+
+def load_gpt_state(cls, config_kwargs, state, dtype=np.float32, source="checkpoint"):
+    """A `cls` model (GPT) of `config_kwargs` carrying `state` (GPT names), cast to `dtype`."""
+    from minigrad.models.gpt import GPTConfig
+
+    model = _build(cls, GPTConfig(**config_kwargs), dtype)
+    own = {k: _array(v) for k, v in model.state_dict().items()}
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    bad_shapes = [f"{k}: {tuple(state[k].shape)} vs {own[k].shape}"
+                  for k in sorted(set(own) & set(state)) if tuple(state[k].shape) != own[k].shape]
+    if missing or unexpected or bad_shapes:
+        raise ValueError(f"{source} does not fit GPT({config_kwargs}): missing {missing[:6]}, "
+                         f"unexpected {unexpected[:6]}, shape mismatches {bad_shapes[:6]}")
+    model.load_state_dict({k: np.ascontiguousarray(v, dtype=own[k].dtype) for k, v in state.items()})
+    return model
+
+
+def _build(cls, config, dtype):
+    if np.dtype(dtype) == np.float32:
+        return cls(config)
+    return cls(config, dtype=dtype)
+
+
+def load_hf(cls, path, dtype=np.float32):
+    """`cls` (GPT) from a transformers Llama directory; `model.tokenizer` from tokenizer.json if any."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"GPT.from_hf: {path!r} is not a directory")
+    config_path = os.path.join(path, CONFIG_NAME)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"GPT.from_hf: {path} has no {CONFIG_NAME}")
+    with open(config_path, encoding="utf-8") as f:
+        hf = json.load(f)
+    kwargs = config_from_hf(hf, config_path)
+    state = {}
+    for file in weight_files(path):
+        state.update(read_safetensors_file(file))
+    state = hf_to_gpt_names(state, kwargs["tie_embeddings"])
+    model = load_gpt_state(cls, kwargs, state, dtype, source=path)
+    model.tokenizer = _load_tokenizer(path)
+    return model
+
+
+def _load_tokenizer(path):
+    file = os.path.join(path, TOKENIZER_NAME)
+    if not os.path.isfile(file):
+        return None
+    try:
+        from minigrad.data import BPETokenizer
+
+        with open(file, encoding="utf-8") as f:
+            return BPETokenizer.from_json(f.read())
+    except ImportError:
+        return None
+
+
+def save_hf(model, path, tokenizer=None):
+    """Write `config.json` + `model.safetensors` (+ `tokenizer.json`) that transformers loads."""
+    cfg = model.config
+    state = {k: np.ascontiguousarray(_array(v)) for k, v in model.state_dict().items()}
+    if cfg.tie_embeddings:
+        state.pop("lm_head.weight", None)
+    dtype = str(state["embed_tokens.weight"].dtype)
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    os.makedirs(path, exist_ok=True)
+    save_safetensors(os.path.join(path, WEIGHTS_NAME), gpt_to_hf_names(state), {"format": "pt"})
+    stale_index = os.path.join(path, INDEX_NAME)
+    if os.path.exists(stale_index):  # an old sharded checkpoint would take precedence over ours
+        os.unlink(stale_index)
+    hf = config_to_hf(cfg, dtype, getattr(tokenizer, "bos_token_id", None),
+                      getattr(tokenizer, "eos_token_id", None))
+    atomic_write_bytes(os.path.join(path, CONFIG_NAME), json.dumps(hf, indent=2).encode("utf-8"))
+    if tokenizer is not None and getattr(tokenizer, "kind", None) == "bpe":
+        atomic_write_bytes(os.path.join(path, TOKENIZER_NAME), tokenizer.to_dict()["json"].encode("utf-8"))
+    return path

@@ -1,0 +1,89 @@
+"""Official RWKV-7 ("x070") checkpoints <-> minigrad's RWKV7.
+
+`load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (needs torch; loaded with
+`weights_only=True`, on the CPU, memory-mapped) or `.safetensors` files with the same names
+(`emb.weight`, `blocks.0.ln0.weight`, `blocks.{i}.att.x_r`, ..., `head.weight`); BF16/F16 weights
+become float32 (or float64 with dtype=np.float64). The config is inferred from the shapes.
+
+`save_rwkv7(model, path)` writes those names as safetensors (or `.pth` if the path says so and torch
+is installed, the only format BlinkDL's `rwkv` package reads). Layer 0's value-residual
+parameters `blocks.0.att.v0/v1/v2`, present in official files but unused by every RWKV-7
+implementation, are written as zeros so the file has the official key set.
+"""
+import io
+import os
+
+import numpy as np
+
+from minigrad.io import atomic_write_bytes, save_safetensors
+
+_LAYER0_UNUSED = ("v0", "v1", "v2")
+_STRIP_PREFIXES = ("_orig_mod.", "module.", "model.")
+
+
+def _strip_prefix(state):
+    for prefix in _STRIP_PREFIXES:
+        if state and all(k.startswith(prefix) for k in state):
+            return {k[len(prefix):]: v for k, v in state.items()}
+    return state
+
+
+def _read_pth(path, dtype):
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(f"RWKV7.from_pretrained: reading {path} (a PyTorch .pth file) needs torch; "
+                          f"install it, or convert the file to .safetensors elsewhere") from None
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    if not isinstance(state, dict):
+        raise ValueError(f"RWKV7.from_pretrained: {path} holds a {type(state).__name__}, not a state dict")
+    wide = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+    return {k: v.detach().to(wide).numpy() for k, v in state.items() if hasattr(v, "detach")}
+
+
+def read_rwkv7_state(path, dtype=np.float32):
+    """name -> array (official names, `dtype`) of a `.pth` or `.safetensors` RWKV-7 checkpoint."""
+    from minigrad.models.hf_llama import read_safetensors_file
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"RWKV7.from_pretrained: no such file {path!r}")
+    if path.endswith(".safetensors"):
+        state = read_safetensors_file(path)
+    elif path.endswith((".pth", ".pt", ".bin")):
+        state = _read_pth(path, dtype)
+    else:
+        raise ValueError(f"RWKV7.from_pretrained: {path!r} must end in .pth or .safetensors")
+    return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in _strip_prefix(state).items()}
+
+
+def load_rwkv7(cls, path, dtype=np.float32):
+    """An RWKV7 (`cls`) carrying the weights of an official checkpoint file."""
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise TypeError(f"RWKV7.from_pretrained: dtype must be float32 or float64, got {dtype}")
+    return cls.from_state_dict(read_rwkv7_state(path, dtype))
+
+
+def official_state(model):
+    """The model's weights under the official names, including layer 0's unused v0/v1/v2 (zeros)."""
+    state = {k: np.ascontiguousarray(getattr(v, "data", v)) for k, v in model.state_dict().items()}
+    if "blocks.1.att.v0" in state:
+        for name in _LAYER0_UNUSED:
+            key = f"blocks.0.att.{name}"
+            state.setdefault(key, np.zeros_like(state[f"blocks.1.att.{name}"]))
+    return state
+
+
+def save_rwkv7(model, path):
+    """Write the model as an official-format `.safetensors` (default) or `.pth` file; returns the path."""
+    state = official_state(model)
+    if path.endswith(".pth"):
+        import torch
+
+        buf = io.BytesIO()
+        torch.save({k: torch.from_numpy(v) for k, v in state.items()}, buf)
+        atomic_write_bytes(path, buf.getvalue())
+        return path
+    if not path.endswith(".safetensors"):
+        path += ".safetensors"
+    save_safetensors(path, state, {"format": "pt"})
+    return path
