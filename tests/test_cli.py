@@ -1,0 +1,184 @@
+"""The training loop and the command line: tiny models, a few steps each."""
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import io
+from minigrad.__main__ import build_parser, main
+from minigrad.train import TrainConfig, TrainingError, learning_rate, train
+
+MODELS = ["gpt", "rwkv7"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A small text corpus (fast to load) with enough structure to learn from."""
+    rng = np.random.default_rng(0)
+    words = ["thou", "art", "the", "king", "of", "my", "heart", "and", "love", "doth", "sweet", "night"]
+    lines = [" ".join(rng.choice(words, size=6)).capitalize() + "." for _ in range(1500)]
+    path = tmp_path_factory.mktemp("corpus") / "verse.txt"
+    path.write_text("\n".join(lines))
+    return str(path)
+
+
+def tiny(corpus, out, **kw):
+    base = dict(model="gpt", size="tiny", corpus=corpus, steps=20, out=str(out), eval_every=5,
+                eval_batches=2, sample_tokens=0, progress=False, plot=False, seed=3, threads=1)
+    return TrainConfig(**{**base, **kw})
+
+
+def params(model):
+    return {k: v.copy() for k, v in model.state_dict().items()}
+
+
+def quiet(*args, **kwargs):
+    pass
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_resume_is_bit_for_bit(corpus, tmp_path, model):
+    """20 steps straight == 10 steps + resume + 10 steps: every parameter exactly equal."""
+    straight = train(tiny(corpus, tmp_path / "a", model=model, eval_every=7), log=quiet)
+    train(tiny(corpus, tmp_path / "b", model=model, eval_every=7, stop_at=10), log=quiet)
+    assert io.latest_checkpoint(str(tmp_path / "b")).endswith("ckpt_00000010.safetensors")
+    resumed = train(tiny(corpus, tmp_path / "b", model=model, eval_every=7, resume=True), log=quiet)
+    assert straight["step"] == resumed["step"] == 20
+    a, b = params(straight["model"]), params(resumed["model"])
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+    assert straight["train_loss"] == resumed["train_loss"]
+    with open(tmp_path / "a" / "metrics.csv") as fa, open(tmp_path / "b" / "metrics.csv") as fb:
+        rows_a, rows_b = list(csv.DictReader(fa)), list(csv.DictReader(fb))
+    assert [r["train_loss"] for r in rows_a] == [r["train_loss"] for r in rows_b]
+
+
+def test_cli_train_writes_everything_then_samples_and_resumes(corpus, tmp_path, capsys):
+    out = str(tmp_path / "run")
+    rc = main(["train", "--model", "gpt", "--config", "tiny", "--corpus", corpus, "--steps", "12",
+               "--eval-every", "6", "--eval-batches", "2", "--out", out, "--sample-tokens", "40",
+               "--prompt", "Thou", "--threads", "1", "--keep", "1"])
+    assert rc == 0
+    text = capsys.readouterr()
+    assert "sample" in text.out and "val loss" in text.out and "Thou" in text.out
+    files = set(os.listdir(out))
+    assert {"metrics.csv", "metrics.jsonl", "loss.png", "ckpt_00000012.safetensors"} <= files
+    assert len([f for f in files if f.startswith("ckpt_")]) == 1  # --keep 1
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(1, 13))
+    assert [r["step"] for r in rows if r["val_loss"]] == ["6", "12"]
+    events = [json.loads(line)["event"] for line in open(os.path.join(out, "metrics.jsonl"))]
+    assert events[0] == "start" and events[-1] == "end"
+
+    assert main(["sample", "--ckpt", out, "--prompt", "The king", "--tokens", "30", "--seed", "1"]) == 0
+    first = capsys.readouterr().out
+    assert first.startswith("The king") and len(first.encode()) >= len("The king") + 30
+    main(["sample", "--ckpt", out, "--prompt", "The king", "--tokens", "30", "--seed", "1"])
+    assert capsys.readouterr().out == first  # seeded
+
+    # resume for more steps: settings come from the checkpoint, only --steps is new
+    assert main(["train", "--out", out, "--resume", "--steps", "15", "--sample-tokens", "0"]) == 0
+    assert io.list_checkpoints(out)[-1][0] == 15
+
+
+def test_wrong_model_type_on_resume_and_load(corpus, tmp_path):
+    train(tiny(corpus, tmp_path, steps=2), log=quiet)
+    with pytest.raises(io.CheckpointError, match="holds a 'gpt' model"):
+        train(tiny(corpus, tmp_path, model="rwkv7", steps=4, resume=True), log=quiet)
+    from minigrad.train import build_model
+    rwkv = build_model("rwkv7", "tiny", 256, 32, seed=0)
+    with pytest.raises(io.CheckpointError, match="holds a 'gpt' model, not a 'rwkv7'"):
+        io.load_checkpoint(str(tmp_path), model=rwkv)
+
+
+def test_mismatched_shapes_are_named(corpus, tmp_path):
+    train(tiny(corpus, tmp_path, steps=2), log=quiet)
+    from minigrad.models import GPT, GPTConfig
+    other = GPT(GPTConfig(vocab_size=256, d_model=48, n_layer=2, n_head=2, ffn_hidden=64))
+    with pytest.raises(io.CheckpointError, match=r"shape mismatches: .*\(256, 32\) vs model \(256, 48\)"):
+        io.load_checkpoint(str(tmp_path), model=other)
+    deeper = GPT(GPTConfig(vocab_size=256, d_model=32, n_layer=3, n_head=2, ffn_hidden=64))
+    with pytest.raises(io.CheckpointError, match="missing keys.*layers.2"):
+        io.load_checkpoint(str(tmp_path), model=deeper)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_checkpoint_round_trip_rebuilds_the_same_model(corpus, tmp_path, model):
+    res = train(tiny(corpus, tmp_path, model=model, steps=3), log=quiet)
+    ckpt = io.load_checkpoint(str(tmp_path))
+    assert ckpt.step == 3 and ckpt.model_type == model and ckpt.tokenizer.vocab_size == 256
+    rebuilt = ckpt.build_model()
+    x = mg.from_numpy(np.arange(24, dtype=np.int64).reshape(2, 12) % 256)
+    with mg.no_grad():
+        assert np.array_equal(res["model"](x).data, rebuilt(x).data)
+
+
+def test_nan_loss_is_a_clear_error(corpus, tmp_path, monkeypatch):
+    import minigrad.train as train_module
+    real = train_module.lm_loss
+    calls = {"n": 0}
+
+    def poisoned(model, x, y):
+        calls["n"] += 1
+        loss = real(model, x, y)
+        return loss * float("nan") if calls["n"] == 4 else loss
+
+    monkeypatch.setattr(train_module, "lm_loss", poisoned)
+    with pytest.raises(TrainingError, match=r"loss became nan at step 4.*lower --lr"):
+        train(tiny(corpus, tmp_path, steps=10, eval_every=100), log=quiet)
+
+
+def test_minutes_mode_stops_on_time(corpus, tmp_path):
+    res = train(tiny(corpus, tmp_path, steps=None, minutes=0.05), log=quiet)
+    assert res["step"] >= 1 and 2.5 <= res["elapsed_s"] < 30
+
+
+def test_learning_rate_schedule():
+    cfg = TrainConfig(steps=100, lr=1.0, warmup=10, min_lr_ratio=0.1).resolved()
+    lrs = [learning_rate(cfg, s) for s in range(100)]
+    assert lrs[0] < lrs[9] <= 1.0 and max(lrs) == pytest.approx(1.0, abs=0.02)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[-1] == pytest.approx(0.1, abs=0.01)
+    const = dataclasses.replace(cfg, schedule="constant")
+    assert learning_rate(const, 50) == 1.0
+    timed = TrainConfig(minutes=1.0, lr=1.0, warmup=0).resolved()
+    assert learning_rate(timed, 5, 0.0) == 1.0 and learning_rate(timed, 5, 1.0) == pytest.approx(0.1)
+
+
+def test_bad_settings_are_clear():
+    with pytest.raises(ValueError, match="unknown size"):
+        TrainConfig(size="huge", steps=1).resolved()
+    with pytest.raises(ValueError, match="steps or minutes, not both"):
+        TrainConfig(steps=1, minutes=1).resolved()
+    with pytest.raises(SystemExit):
+        main(["train", "--steps", "1", "--minutes", "1"])
+
+
+def test_help_explains_every_option(capsys):
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            assert action.help and len(action.help) > 10, (name, action.option_strings)
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    help_text = capsys.readouterr().out
+    for option in ("--model", "--config", "--corpus", "--steps", "--minutes", "--out", "--resume", "--seed",
+                   "--lr", "--batch-size", "--seq-len", "--threads"):
+        assert option in help_text
+
+
+def test_info_subprocess():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-m", "minigrad", "info"], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=60)
+    assert out.returncode == 0 and "version" in out.stdout and "openmp" in out.stdout
