@@ -15,6 +15,7 @@ from minigrad.autograd import (  # noqa: E402
     no_grad,
     set_grad_enabled,
 )
+from minigrad.ops.api import *  # noqa: E402,F401,F403  (minigrad.where, cat, matmul, exp ...)
 from minigrad.random import get_rng_state, manual_seed, set_rng_state  # noqa: E402
 from minigrad.tensor import (  # noqa: E402
     Tensor,

@@ -1,0 +1,100 @@
+"""Helpers shared by the op families: operand coercion, dim normalisation, shape-naming errors."""
+import operator
+
+import numpy as np
+
+from minigrad.tensor import Tensor
+
+_SCALARS = (bool, int, float)
+
+
+def shape_str(shape):
+    """(4, 3) -> '(4, 3)', () -> '()'."""
+    return str(tuple(int(s) for s in shape))
+
+
+def operand(x):
+    """Coerce an op argument: Tensors stay, scalars become Python scalars, arrays/lists become Tensors.
+
+    Python scalars (and numpy scalars) take the other operand's dtype (numpy's NEP 50 rule), so
+    `x32 * 2.0` stays float32. An array or list is wrapped as a Tensor of its own dtype, so mixing a
+    float64 array into a float32 op raises like any other float32/float64 mix.
+    """
+    if isinstance(x, Tensor) or isinstance(x, _SCALARS):
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return Tensor(x)
+    raise TypeError(f"expected a Tensor, array or number, got {type(x).__name__}")
+
+
+def as_tensor(x):
+    """`x` as a Tensor (scalars become 0-d tensors of their natural dtype)."""
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def shape_of(x):
+    return x.shape if isinstance(x, (Tensor, np.ndarray)) else ()
+
+
+def array_of(x):
+    """The numpy array behind a Tensor (or `x` itself)."""
+    return x.data if isinstance(x, Tensor) else x
+
+
+def wrap(arr):
+    """A result that never requires grad (comparisons, argmax ...) as a Tensor."""
+    arr = np.asarray(arr)
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return Tensor._from_op(arr)
+
+
+def broadcast_error(op, symbol, *shapes):
+    sep = ", " if symbol == "," else f" {symbol} "
+    body = sep.join(shape_str(s) for s in shapes)
+    return ValueError(f"{op}: {body}: shapes cannot be broadcast together")
+
+
+def normalize_dim(op, dim, ndim, shape, extra=0):
+    """One dim in [-ndim-extra, ndim+extra) -> non-negative int; 0-d tensors accept 0 and -1."""
+    dim = operator.index(dim)
+    n = max(ndim + extra, 1)
+    if not -n <= dim < n:
+        raise np.exceptions.AxisError(
+            f"{op}: dim {dim} is out of range for shape {shape_str(shape)} (expected {-n} <= dim < {n})")
+    return dim % n if ndim + extra else 0
+
+
+def normalize_dims(op, dims, ndim, shape):
+    """None | int | sequence of ints -> sorted tuple of distinct non-negative dims."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, (int, np.integer)):
+        dims = (dims,)
+    out = tuple(sorted(normalize_dim(op, d, ndim, shape) for d in dims))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: dim {tuple(dims)} repeats a dimension")
+    return out if ndim else ()
+
+
+def kept_shape(shape, dims):
+    """The shape of a keepdims reduction of `shape` over `dims`."""
+    return tuple(1 if i in dims else s for i, s in enumerate(shape))
+
+
+def expand_to(g, kshape, shape):
+    """A reduction's grad g (reduced shape) broadcast back to the input `shape` as a fresh array."""
+    return np.broadcast_to(g.reshape(kshape), shape).copy()
+
+
+def pick_dims(dim, axis, op):
+    """PyTorch's `dim=` and numpy's `axis=` spell the same argument."""
+    if axis is not None and dim is not None:
+        raise TypeError(f"{op}: pass dim or axis, not both")
+    return dim if axis is None else axis
+
+
+def pick_keepdim(keepdim, keepdims):
+    return bool(keepdim or keepdims)

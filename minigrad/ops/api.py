@@ -1,0 +1,51 @@
+"""The module-level op functions re-exported as `minigrad.<name>` (minigrad.where, minigrad.cat ...)."""
+from minigrad.ops.binary import add, div, maximum, minimum, mul, pow, sub, where  # noqa: A004
+from minigrad.ops.compare import eq, ge, gt, isfinite, isnan, le, logical_and, logical_not, logical_or, lt, ne
+from minigrad.ops.elementwise import (  # noqa: A004
+    abs,
+    clamp,
+    erf,
+    exp,
+    gelu,
+    log,
+    neg,
+    relu,
+    rsqrt,
+    sigmoid,
+    silu,
+    softplus,
+    sqrt,
+    tanh,
+)
+from minigrad.ops.embedding import embedding
+from minigrad.ops.indexing import getitem
+from minigrad.ops.join import cat, chunk, pad, split, stack
+from minigrad.ops.linalg import matmul
+from minigrad.ops.reduce import (  # noqa: A004
+    argmax,
+    argmin,
+    log_softmax,
+    logsumexp,
+    max,
+    mean,
+    min,
+    softmax,
+    std,
+    sum,
+    var,
+)
+from minigrad.ops.shape import expand, flatten, permute, reshape, squeeze, transpose, unsqueeze, view
+
+clip = clamp
+concat = concatenate = cat
+
+__all__ = [
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "where", "neg",
+    "eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "logical_and", "logical_or", "logical_not",
+    "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "softplus", "erf",
+    "clamp", "clip",
+    "sum", "mean", "max", "min", "var", "std", "logsumexp", "softmax", "log_softmax", "argmax", "argmin",
+    "reshape", "view", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
+    "cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "getitem",
+    "matmul", "embedding",
+]

@@ -1,0 +1,45 @@
+"""Comparisons: bool tensors that never require grad (they are not recorded on the tape)."""
+import numpy as np
+
+from minigrad.ops._common import array_of, broadcast_error, operand, wrap
+
+
+def _compare(op, symbol, ufunc):
+    def compare(a, b):
+        x, y = array_of(operand(a)), array_of(operand(b))
+        try:
+            return wrap(ufunc(x, y))
+        except ValueError:
+            raise broadcast_error(op, symbol, np.shape(x), np.shape(y)) from None
+
+    compare.__name__ = op
+    compare.__doc__ = f"Elementwise a {symbol} b as a bool tensor (no grad)."
+    return compare
+
+
+lt = _compare("lt", "<", np.less)
+le = _compare("le", "<=", np.less_equal)
+gt = _compare("gt", ">", np.greater)
+ge = _compare("ge", ">=", np.greater_equal)
+eq = _compare("eq", "==", np.equal)
+ne = _compare("ne", "!=", np.not_equal)
+
+
+def logical_not(x):
+    return wrap(np.logical_not(array_of(x)))
+
+
+def logical_and(a, b):
+    return wrap(np.logical_and(array_of(operand(a)), array_of(operand(b))))
+
+
+def logical_or(a, b):
+    return wrap(np.logical_or(array_of(operand(a)), array_of(operand(b))))
+
+
+def isfinite(x):
+    return wrap(np.isfinite(array_of(x)))
+
+
+def isnan(x):
+    return wrap(np.isnan(array_of(x)))

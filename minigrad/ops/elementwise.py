@@ -1,0 +1,205 @@
+"""Unary elementwise ops and activations. Each backward is gx = g * f'(x), f' from x or y = f(x).
+
+Derivative table (y = f(x)):
+    exp: y    log: 1/x    sqrt: 1/(2y)    rsqrt: -y^3/2    abs: sign(x) (0 at 0)    tanh: 1 - y^2
+    sigmoid: y(1 - y)    relu: [y > 0]    silu: s(1 + x(1 - s)), s = sigmoid(x)
+    erf: 2/sqrt(pi) exp(-x^2)    neg: -1
+    gelu (exact): Phi(x) + x phi(x)    gelu (tanh): see Gelu
+    softplus: sigmoid(beta x), 1 above the threshold    clamp: [min <= x <= max]
+"""
+import math
+
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.ops import special
+from minigrad.ops._common import operand
+
+
+def _sigmoid(x):
+    """Overflow-free logistic: exp(-|x|) never overflows."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0, e) / (1.0 + e)
+
+
+def _unary(name, f, df, saves, doc):
+    """Build a Function y = f(x) with gx = g * df(x, y); `saves` is 'x', 'y' or '' (what df reads)."""
+    def forward(ctx, x):
+        y = f(x)
+        ctx.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
+        return y
+
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        return df(x, y, g)
+
+    return type(name, (Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward),
+                                    "__doc__": doc, "__module__": __name__})
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+def _silu(x):
+    return x * _sigmoid(x)
+
+
+def _silu_grad(x, _, g):
+    s = _sigmoid(x)
+    return g * s * (1.0 + x * (1.0 - s))
+
+
+Exp = _unary("Exp", np.exp, lambda x, y, g: g * y, "y", "y = exp(x); gx = g y.")
+Log = _unary("Log", np.log, lambda x, y, g: g / x, "x", "y = log(x); gx = g / x.")
+Sqrt = _unary("Sqrt", np.sqrt, lambda x, y, g: g * 0.5 / y, "y", "y = sqrt(x); gx = g / (2y).")
+Rsqrt = _unary("Rsqrt", _rsqrt, lambda x, y, g: g * -0.5 * y * y * y, "y", "y = x^-1/2; gx = -g y^3 / 2.")
+Abs = _unary("Abs", np.abs, lambda x, y, g: g * np.sign(x), "x", "y = |x|; gx = g sign(x) (0 at 0).")
+Tanh = _unary("Tanh", np.tanh, lambda x, y, g: g * (1.0 - y * y), "y", "y = tanh(x); gx = g (1 - y^2).")
+Sigmoid = _unary("Sigmoid", _sigmoid, lambda x, y, g: g * y * (1.0 - y), "y",
+                 "y = 1 / (1 + exp(-x)); gx = g y (1 - y).")
+Relu = _unary("Relu", lambda x: np.maximum(x, 0), lambda x, y, g: g * (y > 0), "y",
+              "y = max(x, 0); gx = g [x > 0] (0 at 0, like PyTorch).")
+Silu = _unary("Silu", _silu, _silu_grad, "x", "y = x sigmoid(x); gx = g s (1 + x (1 - s)).")
+Erf = _unary("Erf", special.erf, lambda x, y, g: g * (2.0 / math.sqrt(math.pi)) * np.exp(-x * x), "x",
+             "y = erf(x); gx = g 2/sqrt(pi) exp(-x^2).")
+Neg = _unary("Neg", np.negative, lambda x, y, g: -g, "", "y = -x; gx = -g.")
+
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+
+
+class Gelu(Function):
+    """gelu(x) = x Phi(x) (exact, Phi the normal CDF via erf) or the tanh approximation
+    0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+
+    Backward: exact gx = g (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+    tanh: gx = g (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(u).
+    """
+
+    @staticmethod
+    def forward(ctx, x, approximate):
+        if approximate == "none":
+            cdf = special.ndtr(x)
+        elif approximate == "tanh":
+            cdf = 0.5 * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x)))
+        else:
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        ctx.save_for_backward(x, cdf)
+        ctx.approximate = approximate
+        return x * cdf
+
+    @staticmethod
+    def backward(ctx, g):
+        x, cdf = ctx.saved_tensors
+        if ctx.approximate == "none":
+            d = cdf + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+        else:
+            t = 2.0 * cdf - 1.0
+            d = cdf + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+        return g * d, None
+
+
+class Softplus(Function):
+    """y = log(1 + exp(beta x)) / beta, and y = x where beta x > threshold (PyTorch's rule).
+
+    Backward: gx = g sigmoid(beta x) (g where beta x > threshold).
+    """
+
+    @staticmethod
+    def forward(ctx, x, beta, threshold):
+        z = x * beta
+        ctx.save_for_backward(z)
+        ctx.threshold = threshold
+        return np.where(z > threshold, x, np.logaddexp(0.0, z) / beta)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return g * np.where(z > ctx.threshold, 1.0, _sigmoid(z)).astype(g.dtype, copy=False), None, None
+
+
+class Clamp(Function):
+    """y = min(max(x, lo), hi); gx = g [lo <= x <= hi] (the gradient passes inside the closed range)."""
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x)
+        ctx.lo, ctx.hi = lo, hi
+        return np.clip(x, lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        inside = np.ones(x.shape, dtype=bool)
+        if ctx.lo is not None:
+            inside &= x >= ctx.lo
+        if ctx.hi is not None:
+            inside &= x <= ctx.hi
+        return g * inside, None, None
+
+
+def exp(x):
+    return Exp.apply(x)
+
+
+def log(x):
+    return Log.apply(x)
+
+
+def sqrt(x):
+    return Sqrt.apply(x)
+
+
+def rsqrt(x):
+    return Rsqrt.apply(x)
+
+
+def abs(x):  # noqa: A001 - PyTorch's name
+    return Abs.apply(x)
+
+
+def tanh(x):
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    return Relu.apply(x)
+
+
+def silu(x):
+    return Silu.apply(x)
+
+
+def erf(x):
+    return Erf.apply(x)
+
+
+def neg(x):
+    return Neg.apply(x)
+
+
+def gelu(x, approximate="none"):
+    """GELU; approximate='none' is the exact erf form, 'tanh' the tanh approximation."""
+    return Gelu.apply(x, approximate)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    return Softplus.apply(x, float(beta), float(threshold))
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    """Clamp into [min, max] (either may be None); the gradient passes where min <= x <= max."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    lo = None if min is None else operand(min)
+    hi = None if max is None else operand(max)
+    for bound in (lo, hi):
+        if bound is not None and not isinstance(bound, (int, float)):
+            raise TypeError(f"clamp: min and max must be numbers, got {type(bound).__name__}")
+    return Clamp.apply(x, lo, hi)

@@ -1,0 +1,230 @@
+"""Reductions over dims (None = all, int or tuple; keepdim) and the softmax family.
+
+Backwards (k = the input broadcast shape of a keepdim result, N = number of reduced elements):
+    sum: gx = g             mean: gx = g / N
+    max / min: gx = g [x == y] / count(x == y): ties split the gradient evenly (PyTorch's full
+        reduction does the same; its dim-reduction picks one index instead)
+    var: gx = g 2 (x - mean) / (N - correction)
+    logsumexp: gx = g exp(x - y)
+    softmax: gx = y (g - sum(g y))      log_softmax: gx = g - exp(y) sum(g)
+"""
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.ops._common import expand_to, kept_shape, normalize_dim, normalize_dims, wrap
+
+
+class _Reduction(Function):
+    """Shared bookkeeping: remember the input shape, reduced dims and keepdim shape on ctx."""
+
+    @staticmethod
+    def setup(ctx, x, dims):
+        ctx.shape = x.shape
+        ctx.dims = dims
+        ctx.kshape = kept_shape(x.shape, dims)
+
+
+class Sum(_Reduction):
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        Sum.setup(ctx, x, dims)
+        return np.sum(x, axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return expand_to(g, ctx.kshape, ctx.shape), None, None
+
+
+class Mean(_Reduction):
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        Mean.setup(ctx, x, dims)
+        ctx.count = _count(x.shape, dims)
+        return np.mean(x, axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return expand_to(g / ctx.count, ctx.kshape, ctx.shape), None, None
+
+
+class _Extreme(_Reduction):
+    """max / min over dims; backward splits the gradient evenly between tied maxima."""
+
+    ufunc = None
+
+    @classmethod
+    def forward(cls, ctx, x, dims, keepdim):
+        cls.setup(ctx, x, dims)
+        if x.size == 0:
+            raise ValueError(f"{cls.__name__.lower()}: cannot reduce an empty tensor of shape {x.shape}")
+        y = cls.ufunc.reduce(x, axis=dims, keepdims=True)
+        ctx.save_for_backward(x, y)
+        return y if keepdim else y.reshape([s for i, s in enumerate(x.shape) if i not in dims])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        mask = x == y
+        count = mask.sum(axis=ctx.dims, keepdims=True)
+        return mask * (g.reshape(ctx.kshape) / count), None, None
+
+
+class Max(_Extreme):
+    ufunc = np.maximum
+
+
+class Min(_Extreme):
+    ufunc = np.minimum
+
+
+class Var(_Reduction):
+    """Variance with Bessel-style `correction` (1 = unbiased, PyTorch's default)."""
+
+    @staticmethod
+    def forward(ctx, x, dims, correction, keepdim):
+        Var.setup(ctx, x, dims)
+        d = x - np.mean(x, axis=dims, keepdims=True)
+        denom = _count(x.shape, dims) - correction
+        ctx.save_for_backward(d)
+        ctx.scale = 2.0 / denom if denom > 0 else float("inf")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.sum(d * d, axis=dims, keepdims=keepdim) / (denom if denom > 0 else 0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        return g.reshape(ctx.kshape) * ctx.scale * d, None, None, None
+
+
+class LogSumExp(_Reduction):
+    """y = m + log(sum(exp(x - m))), m = max(x) (0 where m is infinite), computed without overflow."""
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        LogSumExp.setup(ctx, x, dims)
+        y = _logsumexp(x, dims)
+        ctx.save_for_backward(x, y)
+        return y if keepdim else y.reshape([s for i, s in enumerate(x.shape) if i not in dims])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        return g.reshape(ctx.kshape) * np.exp(x - y), None, None
+
+
+def _logsumexp(x, dims):
+    """keepdim logsumexp of x over dims."""
+    m = np.max(x, axis=dims, keepdims=True) if x.size else np.zeros(kept_shape(x.shape, dims), x.dtype)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
+
+
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+        y = e / np.sum(e, axis=dim, keepdims=True)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        gy = g * y
+        return gy - y * np.sum(gy, axis=ctx.dim, keepdims=True), None
+
+
+class LogSoftmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        y = x - _logsumexp(x, dim)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g - np.exp(y) * np.sum(g, axis=ctx.dim, keepdims=True), None
+
+
+def _count(shape, dims):
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+def _dims(op, x, dim):
+    return normalize_dims(op, dim, x.ndim, x.shape)
+
+
+def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    return Sum.apply(x, _dims("sum", x, dim), bool(keepdim))
+
+
+def mean(x, dim=None, keepdim=False):
+    return Mean.apply(x, _dims("mean", x, dim), bool(keepdim))
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """Max over `dim` (values only; ties share the gradient evenly)."""
+    return Max.apply(x, _dims("max", x, dim), bool(keepdim))
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    """Min over `dim` (values only; ties share the gradient evenly)."""
+    return Min.apply(x, _dims("min", x, dim), bool(keepdim))
+
+
+def var(x, dim=None, correction=None, keepdim=False, unbiased=None):
+    """Variance over `dim`, dividing by N - correction (default 1; `unbiased=False` means 0)."""
+    if correction is not None and unbiased is not None:
+        raise TypeError("var: pass correction or unbiased, not both")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return Var.apply(x, _dims("var", x, dim), correction, bool(keepdim))
+
+
+def std(x, dim=None, correction=None, keepdim=False, unbiased=None):
+    """sqrt(var(...)) (composed, so its backward is var's times 1 / (2 std))."""
+    from minigrad.ops.elementwise import sqrt
+
+    return sqrt(var(x, dim, correction, keepdim, unbiased))
+
+
+def logsumexp(x, dim=None, keepdim=False):
+    return LogSumExp.apply(x, _dims("logsumexp", x, dim), bool(keepdim))
+
+
+def softmax(x, dim=-1):
+    """exp(x) / sum(exp(x)) along one dim (max-shifted, so it never overflows)."""
+    return Softmax.apply(x, _one_dim("softmax", x, dim))
+
+
+def log_softmax(x, dim=-1):
+    """x - logsumexp(x) along one dim."""
+    return LogSoftmax.apply(x, _one_dim("log_softmax", x, dim))
+
+
+def _one_dim(op, x, dim):
+    """A single dim as a 1-tuple of axes (() for a 0-d tensor, where softmax is over nothing)."""
+    return normalize_dims(op, normalize_dim(op, dim, x.ndim, x.shape), x.ndim, x.shape)
+
+
+def _arg(op, fn, x, dim, keepdim):
+    if dim is None:
+        return wrap(fn(x.data.reshape(-1), keepdims=False).reshape((1,) * x.ndim if keepdim else ()))
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    return wrap(fn(x.data.reshape(x.shape or (1,)), axis=d, keepdims=keepdim))
+
+
+def argmax(x, dim=None, keepdim=False):
+    """Index of the max (first on ties) over `dim`, or into the flattened tensor; int64, no grad."""
+    return _arg("argmax", np.argmax, x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg("argmin", np.argmin, x, dim, keepdim)

@@ -1,0 +1,145 @@
+"""Shape ops: reshape/view, flatten, squeeze, unsqueeze, permute/transpose, expand.
+
+Backwards: reshape -> reshape back; permute -> the inverse permutation; expand -> g as is (the engine
+sums broadcast grads back to the input's shape).
+"""
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.ops._common import normalize_dim, shape_str
+
+
+def _sizes(shape):
+    """reshape(2, 3) and reshape((2, 3)) both mean (2, 3)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+class Reshape(Function):
+    """y = x viewed with a new shape (shares memory: x is C-contiguous)."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ValueError(f"reshape: cannot view shape {shape_str(x.shape)} ({x.size} elements) "
+                             f"as {tuple(shape)}") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape), None
+
+
+class Permute(Function):
+    """y = x.transpose(dims) (copied to C order); gx = g.transpose(argsort(dims))."""
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.inverse = tuple(np.argsort(dims))
+        return np.ascontiguousarray(x.transpose(dims))
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.ascontiguousarray(g.transpose(ctx.inverse)), None
+
+
+class Expand(Function):
+    """y = x broadcast to `shape` (copied); gx = g, summed back by the engine."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        return np.broadcast_to(x, shape).copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+def reshape(x, *shape):
+    shape = _sizes(shape)
+    if shape == x.shape:
+        return x
+    return Reshape.apply(x, shape)
+
+
+view = reshape
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim into one (a 0-d tensor becomes shape (1,))."""
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s = normalize_dim("flatten", start_dim, x.ndim, x.shape)
+    e = normalize_dim("flatten", end_dim, x.ndim, x.shape)
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                         f"for shape {shape_str(x.shape)}")
+    return reshape(x, x.shape[:s] + (-1,) + x.shape[e + 1:])
+
+
+def squeeze(x, dim=None):
+    """Drop size-1 dims (all of them, or those in `dim`; a dim whose size is not 1 is kept)."""
+    if dim is None:
+        dims = {i for i, s in enumerate(x.shape) if s == 1}
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        dims = {i for i in (normalize_dim("squeeze", d, x.ndim, x.shape) for d in dims)
+                if x.ndim and x.shape[i] == 1}
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
+
+
+def unsqueeze(x, dim):
+    """Insert a size-1 dim at `dim` (in -ndim-1 .. ndim)."""
+    d = normalize_dim("unsqueeze", dim, x.ndim, x.shape, extra=1)
+    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+def permute(x, *dims):
+    dims = _sizes(dims)
+    if len(dims) != x.ndim:
+        raise ValueError(f"permute: {len(dims)} dims {dims} given for shape {shape_str(x.shape)}")
+    norm = tuple(normalize_dim("permute", d, x.ndim, x.shape) for d in dims)
+    if sorted(norm) != list(range(x.ndim)):
+        raise ValueError(f"permute: {dims} is not a permutation of the dims of shape {shape_str(x.shape)}")
+    if norm == tuple(range(x.ndim)):
+        return x
+    return Permute.apply(x, norm)
+
+
+def transpose(x, dim0, dim1):
+    """Swap two dims."""
+    d0 = normalize_dim("transpose", dim0, x.ndim, x.shape)
+    d1 = normalize_dim("transpose", dim1, x.ndim, x.shape)
+    dims = list(range(x.ndim))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(x, dims)
+
+
+def T(x):
+    """All dims reversed (the usual transpose for a matrix)."""
+    return permute(x, tuple(range(x.ndim - 1, -1, -1)))
+
+
+def expand(x, *sizes):
+    """Broadcast size-1 dims (and new leading dims) to `sizes`; -1 keeps a dim (PyTorch's expand)."""
+    sizes = _sizes(sizes)
+    lead = len(sizes) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: cannot expand shape {shape_str(x.shape)} to fewer dims {sizes}")
+    shape = []
+    for i, s in enumerate(sizes):
+        if s == -1:
+            if i < lead:
+                raise ValueError(f"expand: -1 is not allowed for the new leading dim {i} in {sizes}")
+            s = x.shape[i - lead]
+        elif i >= lead and x.shape[i - lead] not in (1, s):
+            raise ValueError(f"expand: shape {shape_str(x.shape)} cannot expand to {sizes}: dim {i} "
+                             f"has size {x.shape[i - lead]}, not 1")
+        shape.append(s)
+    shape = tuple(shape)
+    if shape == x.shape:
+        return x
+    return Expand.apply(x, shape)

@@ -1,0 +1,148 @@
+"""Attach PyTorch-like operators and methods to `Tensor` (imported once by `minigrad.ops`).
+
+Reductions take PyTorch's `dim`/`keepdim` or numpy's `axis`/`keepdims`. `x.max(dim)` returns the
+values only (not PyTorch's (values, indices) pair); use `argmax` for the indices.
+"""
+from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
+from minigrad.ops._common import operand, pick_dims, pick_keepdim
+from minigrad.ops.indexing import getitem
+from minigrad.tensor import Tensor
+
+
+def _operator(fn, reflected=False):
+    """A binary dunder: returns NotImplemented for operands it cannot take (so Python tries the other)."""
+    def method(self, other):
+        try:
+            other = operand(other)
+        except TypeError:
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+
+    method.__name__ = fn.__name__
+    return method
+
+
+def _inplace_operator(fn):
+    def method(self, other):
+        return inplace.binary_inplace(fn, self, other)
+
+    return method
+
+
+def _reduction(fn):
+    def method(self, dim=None, keepdim=False, *, axis=None, keepdims=False):
+        return fn(self, pick_dims(dim, axis, fn.__name__), pick_keepdim(keepdim, keepdims))
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _extremum(reduce_fn, pairwise_fn):
+    """x.max() / x.max(dim) reduce; x.max(other_tensor) is the elementwise maximum (as in PyTorch)."""
+    reduction = _reduction(reduce_fn)
+
+    def method(self, dim=None, keepdim=False, *, axis=None, keepdims=False):
+        if isinstance(dim, Tensor):
+            return pairwise_fn(self, dim)
+        return reduction(self, dim, keepdim, axis=axis, keepdims=keepdims)
+
+    method.__name__ = reduce_fn.__name__
+    method.__doc__ = reduce_fn.__doc__
+    return method
+
+
+def _variance(fn):
+    def method(self, dim=None, correction=None, keepdim=False, *, unbiased=None, axis=None, keepdims=False):
+        return fn(self, pick_dims(dim, axis, fn.__name__), correction, pick_keepdim(keepdim, keepdims),
+                  unbiased)
+
+    method.__name__ = fn.__name__
+    return method
+
+
+def _split(self, split_size_or_sections, dim=0):
+    return join.split(self, split_size_or_sections, dim)
+
+
+def _chunk(self, chunks, dim=0):
+    return join.chunk(self, chunks, dim)
+
+
+def _masked_fill(self, mask, value):
+    """value where mask is True, self elsewhere."""
+    return binary.where(mask, value, self)
+
+
+def _where(self, condition, other):
+    """self where condition is True, other elsewhere."""
+    return binary.where(condition, self, other)
+
+
+def _expand_as(self, other):
+    return shape.expand(self, other.shape)
+
+
+def _reshape_as(self, other):
+    return shape.reshape(self, other.shape)
+
+
+def _contiguous(self):
+    return self
+
+
+def _setitem(self, index, value):
+    inplace.setitem(self, index, value)
+
+
+_METHODS = {
+    # arithmetic operators
+    "__add__": _operator(binary.add), "__radd__": _operator(binary.add, True),
+    "__sub__": _operator(binary.sub), "__rsub__": _operator(binary.sub, True),
+    "__mul__": _operator(binary.mul), "__rmul__": _operator(binary.mul, True),
+    "__truediv__": _operator(binary.div), "__rtruediv__": _operator(binary.div, True),
+    "__pow__": _operator(binary.pow), "__rpow__": _operator(binary.pow, True),
+    "__matmul__": _operator(linalg.matmul), "__rmatmul__": _operator(linalg.matmul, True),
+    "__neg__": elementwise.neg, "__pos__": lambda self: self, "__abs__": elementwise.abs,
+    "__iadd__": _inplace_operator(binary.Add), "__isub__": _inplace_operator(binary.Sub),
+    "__imul__": _inplace_operator(binary.Mul), "__itruediv__": _inplace_operator(binary.Div),
+    "__ipow__": _inplace_operator(binary.Pow),
+    "__getitem__": getitem, "__setitem__": _setitem,
+    # comparisons (bool tensors, no grad)
+    "__lt__": _operator(compare.lt), "__le__": _operator(compare.le), "__gt__": _operator(compare.gt),
+    "__ge__": _operator(compare.ge), "__eq__": _operator(compare.eq), "__ne__": _operator(compare.ne),
+    "lt": compare.lt, "le": compare.le, "gt": compare.gt, "ge": compare.ge, "eq": compare.eq,
+    "ne": compare.ne, "isfinite": compare.isfinite, "isnan": compare.isnan,
+    "logical_not": compare.logical_not, "logical_and": compare.logical_and,
+    "logical_or": compare.logical_or,
+    # elementwise
+    "add": binary.add, "sub": binary.sub, "mul": binary.mul, "div": binary.div, "pow": binary.pow,
+    "neg": elementwise.neg, "maximum": binary.maximum, "minimum": binary.minimum,
+    "exp": elementwise.exp, "log": elementwise.log, "sqrt": elementwise.sqrt, "rsqrt": elementwise.rsqrt,
+    "abs": elementwise.abs, "tanh": elementwise.tanh, "sigmoid": elementwise.sigmoid,
+    "relu": elementwise.relu, "silu": elementwise.silu, "gelu": elementwise.gelu,
+    "softplus": elementwise.softplus, "erf": elementwise.erf, "clamp": elementwise.clamp,
+    "clip": elementwise.clamp, "masked_fill": _masked_fill, "where": _where,
+    # reductions
+    "sum": _reduction(reduce.sum), "mean": _reduction(reduce.mean),
+    "max": _extremum(reduce.max, binary.maximum), "min": _extremum(reduce.min, binary.minimum),
+    "var": _variance(reduce.var), "std": _variance(reduce.std),
+    "logsumexp": _reduction(reduce.logsumexp),
+    "argmax": _reduction(reduce.argmax), "argmin": _reduction(reduce.argmin),
+    "softmax": reduce.softmax, "log_softmax": reduce.log_softmax,
+    # shape
+    "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
+    "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
+    "expand": shape.expand, "expand_as": _expand_as, "reshape_as": _reshape_as, "view_as": _reshape_as,
+    "contiguous": _contiguous, "split": _split, "chunk": _chunk, "matmul": linalg.matmul,
+    # in place
+    "add_": _inplace_operator(binary.Add), "sub_": _inplace_operator(binary.Sub),
+    "mul_": _inplace_operator(binary.Mul), "div_": _inplace_operator(binary.Div),
+    "fill_": inplace.fill_, "zero_": inplace.zero_, "copy_": inplace.copy_,
+}
+
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
+
+Tensor.T = property(shape.T, doc="All dims reversed (the transpose of a matrix).")
+Tensor.__hash__ = object.__hash__   # __eq__ is elementwise; tensors stay hashable by identity
