@@ -85,13 +85,13 @@ def cmd_train(args):
     from minigrad.train import TrainingError, train
 
     try:
-        train(_train_config(args))
+        result = train(_train_config(args))
     except KeyboardInterrupt:
         return 130
     except (TrainingError, ValueError, FileNotFoundError) as e:
         print(f"minigrad train: error: {e}", file=sys.stderr)
         return 1
-    return 0
+    return 130 if result.get("interrupted") else 0
 
 
 def cmd_sample(args):

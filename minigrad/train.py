@@ -15,7 +15,9 @@ import json
 import math
 import os
 import resource
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -297,6 +299,27 @@ class _Progress:
             self.bar.close()
 
 
+class _StopOnInterrupt:
+    """Ctrl-C once: finish the current step, save a checkpoint and stop. Twice: stop at once."""
+
+    def __init__(self):
+        self.requested, self._old = False, None
+
+    def _handler(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
 def _peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
@@ -364,63 +387,68 @@ def train(cfg, log=print):
             return True
         return budget is not None and elapsed >= budget
 
+    plot_path, title = os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size} on {corpus_desc}"
     progress = _Progress(cfg.progress, cfg.steps, step)
     params = list(model.parameters())
     t_start = time.perf_counter()
     step_time, train_loss, val_loss, ema_loss = None, None, None, None
     elapsed = elapsed_before
+    stop = _StopOnInterrupt()
     try:
-        while not done(step, elapsed):
-            t0 = time.perf_counter()
-            lr = learning_rate(cfg, step, elapsed / budget if budget else 0.0)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            x, y = sampler.next()
-            loss = lm_loss(model, x, y)
-            train_loss = loss.item()
-            if not math.isfinite(train_loss):
-                raise TrainingError(
-                    f"the training loss became {train_loss} at step {step + 1} (lr {lr:.3g}); the newest "
-                    f"good checkpoint is {io.latest_checkpoint(cfg.out)}. Try a lower --lr "
-                    f"(now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
-            optimizer.zero_grad()
-            loss.backward()
-            if cfg.grad_clip:
-                mg.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
-            step += 1
-            dt = time.perf_counter() - t0
-            step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
-            ema_loss = train_loss if ema_loss is None else 0.95 * ema_loss + 0.05 * train_loss
-            elapsed = elapsed_before + time.perf_counter() - t_start
-            evaluate_now = val_batches and (step % cfg.eval_every == 0 or done(step, elapsed))
-            if evaluate_now:
-                val_loss = evaluate(model, val_batches)
-            metrics.step(step=step, elapsed_s=round(elapsed, 3), lr=lr, train_loss=train_loss,
-                         val_loss=val_loss if evaluate_now else None,
-                         tokens_per_s=round(tokens_per_step / dt, 1))
-            total = cfg.steps
-            if budget is not None:
-                total = step + max(0, int((budget - elapsed) / step_time))
-            progress.update(step, total, f"loss {ema_loss:.3f}"
-                            + (f" val {val_loss:.3f}" if val_loss is not None else "")
-                            + f" | {tokens_per_step / step_time:,.0f} tok/s | lr {lr:.2e}")
-            if evaluate_now:
-                progress.write(f"step {step}: train {ema_loss:.4f}  val {val_loss:.4f}")
-                save(step, elapsed)
-                if cfg.plot:
-                    plot_losses(metrics.rows(), os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size}")
-    except KeyboardInterrupt:
+        with stop:
+            while not done(step, elapsed) and not stop.requested:
+                t0 = time.perf_counter()
+                lr = learning_rate(cfg, step, elapsed / budget if budget else 0.0)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                x, y = sampler.next()
+                loss = lm_loss(model, x, y)
+                train_loss = loss.item()
+                if not math.isfinite(train_loss):
+                    raise TrainingError(
+                        f"the training loss became {train_loss} at step {step + 1} (lr {lr:.3g}); the newest "
+                        f"good checkpoint is {io.latest_checkpoint(cfg.out)}. Try a lower --lr "
+                        f"(now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
+                optimizer.zero_grad()
+                loss.backward()
+                if cfg.grad_clip:
+                    mg.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                optimizer.step()
+                step += 1
+                dt = time.perf_counter() - t0
+                step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
+                ema_loss = train_loss if ema_loss is None else 0.95 * ema_loss + 0.05 * train_loss
+                elapsed = elapsed_before + time.perf_counter() - t_start
+                evaluate_now = val_batches and (step % cfg.eval_every == 0 or done(step, elapsed)
+                                                or stop.requested)
+                if evaluate_now:
+                    val_loss = evaluate(model, val_batches)
+                metrics.step(step=step, elapsed_s=round(elapsed, 3), lr=lr, train_loss=train_loss,
+                             val_loss=val_loss if evaluate_now else None,
+                             tokens_per_s=round(tokens_per_step / dt, 1))
+                total = cfg.steps
+                if budget is not None:
+                    total = step + max(0, int((budget - elapsed) / step_time))
+                progress.update(step, total, f"loss {ema_loss:.3f}"
+                                + (f" val {val_loss:.3f}" if val_loss is not None else "")
+                                + f" | {tokens_per_step / step_time:,.0f} tok/s | lr {lr:.2e}")
+                if evaluate_now:
+                    progress.write(f"step {step}: train {ema_loss:.4f}  val {val_loss:.4f}")
+                    save(step, elapsed)
+                    if cfg.plot:
+                        plot_losses(metrics.rows(), plot_path, title)
+    except KeyboardInterrupt:  # a second Ctrl-C: the step in flight is lost, the checkpoints are not
         progress.close()
-        path = save(step, elapsed)
-        log(f"\ninterrupted at step {step}; saved {path}. Continue with --resume --out {cfg.out}")
         metrics.close()
+        log(f"\nstopped during step {step + 1}; the newest checkpoint is {io.latest_checkpoint(cfg.out)}. "
+            f"Continue with --resume --out {cfg.out}")
         raise
     progress.close()
+    if stop.requested:
+        log(f"\ninterrupted: saving step {step}. Continue with --resume --out {cfg.out}")
     if not val_batches or not io.list_checkpoints(cfg.out) or io.list_checkpoints(cfg.out)[-1][0] != step:
         save(step, elapsed)
-    plot = plot_losses(metrics.rows(), os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size}") \
-        if cfg.plot else None
+    plot = plot_losses(metrics.rows(), plot_path, title) if cfg.plot else None
     trained = time.perf_counter() - t_start
     result = {"step": step, "train_loss": train_loss, "val_loss": val_loss, "elapsed_s": elapsed,
               "tokens_per_s": tokens_per_step / step_time if step_time else None,
@@ -433,7 +461,8 @@ def train(cfg, log=print):
             f"{trained / 60:.1f} min this run, {result['tokens_per_s'] or 0:,.0f} tok/s, "
             f"peak RSS {result['peak_rss_mb']:.0f} MB")
     log(f"checkpoint: {result['checkpoint']}" + (f"; loss curve: {plot}" if plot else ""))
-    if cfg.sample_tokens:
+    result["interrupted"] = stop.requested
+    if cfg.sample_tokens and not stop.requested:
         prompt = cfg.prompt if cfg.prompt is not None else \
             ("ROMEO:\n" if str(cfg.corpus).lower() == "shakespeare" else "\n")
         result["sample"] = generate_text(model, tokenizer, prompt, cfg.sample_tokens, cfg.temperature,
