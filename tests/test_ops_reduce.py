@@ -1,0 +1,165 @@
+"""Reductions and the softmax family: forward vs numpy, gradcheck over dims/keepdim/shapes, edge cases."""
+import numpy as np
+import pytest
+from op_helpers import check_op, fp32_matches_fp64, leaf, randn
+
+import minigrad as mg
+
+# (shape, dim) cases: all dims, one dim, negative dim, several dims, size-1 dims, 0-d
+CASES = [((3, 4), None), ((3, 4), 1), ((2, 3, 4), -1), ((2, 3, 4), (0, 2)), ((1, 5, 1), 1), ((), None),
+         ((4,), 0), ((2, 1, 3), (1,))]
+
+
+def _np_logsumexp(x, axis, keepdims):
+    m = np.max(x, axis=axis, keepdims=True)
+    y = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return y if keepdims else np.squeeze(y, axis=axis) if axis is not None else y.reshape(())
+
+
+def _np_var(x, axis, keepdims, ddof=1):
+    return np.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+
+
+def _var_ddof(ddof):
+    return lambda x, axis, keepdims: _np_var(x, axis, keepdims, ddof)
+
+
+def _std(x, axis, keepdims):
+    return np.sqrt(_np_var(x, axis, keepdims))
+
+
+REDUCTIONS = {
+    "sum": (lambda x, d, k: x.sum(d, keepdim=k), np.sum),
+    "mean": (lambda x, d, k: x.mean(dim=d, keepdim=k), np.mean),
+    "max": (lambda x, d, k: x.max(d, keepdim=k), np.max),
+    "min": (lambda x, d, k: x.min(axis=d, keepdims=k), np.min),
+    "logsumexp": (lambda x, d, k: x.logsumexp(d, keepdim=k), _np_logsumexp),
+    "var": (lambda x, d, k: x.var(d, keepdim=k), _np_var),
+    "var_biased": (lambda x, d, k: x.var(d, keepdim=k, unbiased=False), _var_ddof(0)),
+    "var_corr2": (lambda x, d, k: x.var(d, correction=2, keepdim=k), _var_ddof(2)),
+    "std": (lambda x, d, k: x.std(d, keepdim=k), _std),
+}
+
+
+def _np_axis(dim):
+    return tuple(dim) if isinstance(dim, (tuple, list)) else dim
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_forward_and_gradcheck(name, case, keepdim):
+    shape, dim = case
+    op, ref = REDUCTIONS[name]
+    x = randn(*shape, seed=len(name))
+    if name.startswith(("var", "std")):
+        n = x.size if dim is None else int(np.prod([x.shape[d] for d in np.atleast_1d(dim)]))
+        if n <= (2 if name == "var_corr2" else 0 if name == "var_biased" else 1):
+            pytest.skip("N - correction <= 0 (tested separately)")
+    axis = _np_axis(dim) if shape else None
+    check_op("reduce", lambda t: op(t, dim, keepdim), x,
+             ref=lambda v: np.asarray(ref(v, axis=axis, keepdims=keepdim)))
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_fp32(name):
+    op, _ = REDUCTIONS[name]
+    fp32_matches_fp64(lambda t: op(t, 1, False), randn(3, 5, seed=2))
+
+
+def test_max_min_split_ties_evenly():
+    x = leaf(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]))
+    x.max(1).sum().backward()
+    np.testing.assert_allclose(x.grad.data, [[0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])
+    y = leaf(np.array([4.0, -1.0, -1.0]))
+    (y.min() * 2).backward()
+    np.testing.assert_allclose(y.grad.data, [0, 1, 1])
+
+
+def test_var_correction_matches_torch_convention():
+    x = randn(4, 6, seed=3)
+    t = leaf(x)
+    np.testing.assert_allclose(t.var().item(), np.var(x, ddof=1))
+    np.testing.assert_allclose(t.var(correction=0).data, np.var(x))
+    np.testing.assert_allclose(t.var(1, unbiased=True).data, np.var(x, axis=1, ddof=1))
+    with pytest.raises(TypeError):
+        t.var(correction=1, unbiased=True)
+    with np.errstate(all="ignore"):
+        assert not np.isfinite(leaf(np.array([1.0])).var().item())   # N - correction = 0, as torch
+
+
+def _np_softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 5), -1), ((3, 5), 0), ((2, 3, 4), 1), ((1, 1), -1), ((6,), 0),
+                                       ((), -1)], ids=str)
+def test_softmax_family(shape, dim):
+    x = randn(*shape, seed=4)
+    axis = dim if shape else None
+    check_op("softmax", lambda t: t.softmax(dim), x, ref=lambda v: _np_softmax(v, axis))
+    check_op("softmax", lambda t: t.log_softmax(dim), x, ref=lambda v: np.log(_np_softmax(v, axis)))
+    check_op("softmax", lambda t: mg.softmax(t * t, dim), x)   # reused input through a softmax
+
+
+def test_softmax_family_fp32():
+    fp32_matches_fp64(lambda t: t.softmax(-1) * t.log_softmax(-1), randn(4, 7, seed=5))
+
+
+def test_softmax_logsumexp_are_stable():
+    x = leaf(np.array([[1000.0, 1001.0, -1000.0], [-np.inf, 0.0, -np.inf]]))
+    s = x.softmax(-1)
+    ls = x.log_softmax(-1)
+    lse = x.logsumexp(-1)
+    assert np.isfinite(s.data).all()
+    np.testing.assert_allclose(s.data.sum(-1), 1.0)
+    np.testing.assert_allclose(lse.data, [1001 + np.log1p(np.exp(-1.0)), 0.0])
+    c = np.log1p(np.exp(-1.0))
+    np.testing.assert_allclose(ls.data[0], [-c - 1, -c, -2001 - c])
+    all_neg_inf = leaf(np.full((2,), -np.inf)).logsumexp()
+    assert all_neg_inf.item() == -np.inf
+
+
+def test_argmax_argmin():
+    x = mg.tensor([[1.0, 5.0, 5.0], [7.0, 0.0, 2.0]])
+    np.testing.assert_array_equal(x.argmax(1).data, [1, 0])
+    np.testing.assert_array_equal(x.argmin(dim=0).data, [0, 1, 1])
+    assert x.argmax().item() == 3
+    assert x.argmax(1, keepdim=True).shape == (2, 1)
+    assert not x.argmax().requires_grad
+
+
+def test_reduction_dim_errors_name_op_and_shape():
+    x = mg.ones(2, 3)
+    with pytest.raises(IndexError, match=r"sum: dim 2 is out of range for shape \(2, 3\)"):
+        x.sum(2)
+    with pytest.raises(ValueError, match=r"mean: dim \(1, -1\) repeats"):
+        x.mean((1, -1))
+    with pytest.raises(IndexError, match="softmax: dim -3"):
+        x.softmax(-3)
+    with pytest.raises(ValueError, match=r"max: cannot reduce an empty tensor of shape \(0,\)"):
+        mg.zeros(0).max()
+
+
+def test_against_torch():
+    torch = pytest.importorskip("torch")
+    x = randn(3, 4, 5, seed=6)
+    g = randn(3, 5, seed=7)
+    for name, fn, tfn in [
+        ("var", lambda t: t.var(1), lambda t: t.var(1)),
+        ("std", lambda t: t.std(1, correction=0), lambda t: t.std(1, correction=0)),
+        ("logsumexp", lambda t: t.logsumexp(1), lambda t: t.logsumexp(1)),
+        ("log_softmax", lambda t: t.log_softmax(1).sum(1).unsqueeze(1).expand(3, 2, 5).mean(1),
+         lambda t: t.log_softmax(1).sum(1).unsqueeze(1).expand(3, 2, 5).mean(1)),
+        ("softmax", lambda t: (t.softmax(1) * t).sum(1), lambda t: (t.softmax(1) * t).sum(1)),
+        ("amax", lambda t: t.max(1), lambda t: t.amax(1)),
+    ]:
+        a = leaf(x)
+        y = fn(a)
+        y.backward(mg.tensor(g, dtype=mg.float64))
+        b = torch.tensor(x, requires_grad=True)
+        ty = tfn(b)
+        ty.backward(torch.tensor(g))
+        np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(a.grad.data, b.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
