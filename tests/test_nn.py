@@ -99,6 +99,22 @@ def test_tied_parameters_are_listed_once_but_saved_under_both_names():
     assert list(m.state_dict()) == ["emb.weight", "out.weight"]
 
 
+def test_reassignment_keeps_registration_order_and_deepcopy_keeps_ties():
+    import copy
+
+    m = nn.Linear(3, 3)
+    m.weight = nn.Parameter(np.zeros((3, 3), dtype=np.float32))
+    assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
+    ml = nn.ModuleList([nn.Linear(1, 1), nn.Identity(), nn.Linear(1, 2)])
+    ml[0] = nn.Identity()
+    assert [type(x).__name__ for x in ml] == ["Identity", "Identity", "Linear"]
+    tied = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    tied[1].weight = tied[0].weight
+    clone = copy.deepcopy(tied)
+    assert clone[1].weight is clone[0].weight and clone[0].weight is not tied[0].weight
+    np.testing.assert_array_equal(clone[0].weight.data, tied[0].weight.data)
+
+
 def test_train_eval_propagates():
     net = Net()
     assert net.training and net.drop.training

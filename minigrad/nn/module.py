@@ -40,10 +40,10 @@ class Module:
     def __setattr__(self, name, value):
         params, buffers, modules = self._registries()
         if isinstance(value, Parameter):
-            self._forget(name)
+            self._forget(name, keep=params)
             params[name] = value
         elif isinstance(value, Module):
-            self._forget(name)
+            self._forget(name, keep=modules)
             modules[name] = value
         elif name in params:
             if value is not None:
@@ -62,10 +62,13 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        """Remove `name` from every registry but `keep` (where a reassignment keeps its position)."""
         for registry in (self._parameters, self._buffers, self._modules):
-            registry.pop(name, None)
-        self._non_persistent.discard(name)
+            if registry is not keep:
+                registry.pop(name, None)
+        if keep is not self._buffers:
+            self._non_persistent.discard(name)
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):
@@ -92,7 +95,7 @@ class Module:
             raise TypeError(f"register_parameter: '{name}' must be a Parameter or None, "
                             f"got {type(param).__name__}")
         self._check_name(name)
-        self._forget(name)
+        self._forget(name, keep=self._parameters)
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -101,16 +104,18 @@ class Module:
             raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, "
                             f"got {type(tensor).__name__}")
         self._check_name(name)
-        self._forget(name)
+        self._forget(name, keep=self._buffers)
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: '{name}' must be a Module or None, got {type(module).__name__}")
         self._check_name(name)
-        self._forget(name)
+        self._forget(name, keep=self._modules)
         self._modules[name] = module
 
     register_module = add_module

@@ -28,6 +28,9 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if norm_type == math.inf:
         norms = [np.abs(g.data).max(initial=0.0) for g in grads]
         total = float(max(norms))
+    elif norm_type == 2.0:
+        flat = [g.data.reshape(-1).astype(np.float64) for g in grads]
+        total = math.sqrt(sum(float(f @ f) for f in flat))
     else:
         norms = [np.sum(np.abs(g.data.astype(np.float64)) ** norm_type) for g in grads]
         total = float(sum(norms)) ** (1.0 / norm_type)
