@@ -1,0 +1,31 @@
+# distutils: extra_compile_args = -march=native
+"""Elementwise part of the RWKV-7 channel-mix: p = relu(h), a = p^2 (h = xk Wk^T from BLAS).
+
+The token shift is minigrad.kernels.token_shift; the GEMMs run in numpy/BLAS.
+"""
+from cython cimport floating
+from cython.parallel cimport prange
+
+
+# h: (M, F) -> p: (M, F) = relu(h), a: (M, F) = relu(h)^2
+def relu_square_forward(const floating[:, ::1] h, floating[:, ::1] p, floating[:, ::1] a):
+    """p = max(h, 0);  a = p * p."""
+    cdef Py_ssize_t M = h.shape[0], F = h.shape[1], m, f
+    cdef floating x
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for f in range(F):
+                x = h[m, f] if h[m, f] > 0 else 0
+                p[m, f] = x
+                a[m, f] = x * x
+
+
+# ga: (M, F) grad of a (in place -> grad of h), p: (M, F) relu(h) -> a: (M, F) = p^2 (recomputed)
+def relu_square_backward(floating[:, ::1] ga, const floating[:, ::1] p, floating[:, ::1] a):
+    """gh = ga * 2 p  (d relu(h)^2 / dh = 2 relu(h));  a = p^2 for the value-weight GEMM."""
+    cdef Py_ssize_t M = p.shape[0], F = p.shape[1], m, f
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for f in range(F):
+                ga[m, f] = 2 * ga[m, f] * p[m, f]
+                a[m, f] = p[m, f] * p[m, f]

@@ -1,0 +1,291 @@
+# distutils: extra_compile_args = -march=native
+"""Elementwise / per-head parts of the RWKV-7 ("x070") time-mix block.
+
+All arrays are 2-D (M, C) row views, M = B*T, channels head-major (c = h*N + n), C = H*N.
+The GEMMs (projections, LoRAs) run in numpy/BLAS between these kernels; the recurrence is
+minigrad.kernels.wkv7. Backward derivations: docs/rwkv7_kernels.md.
+
+Per-row-independent work uses prange over rows. Parameter gradients (sums over rows) go to
+per-thread accumulators `acc` of shape (nthreads, P, C) that the caller sums over axis 0.
+"""
+from cython cimport floating
+from cython.parallel cimport prange
+from libc.math cimport exp, sqrt, tanh
+
+from minigrad.kernels._openmp cimport omp_get_max_threads
+
+cdef double DECAY_SCALE = exp(-0.5)   # w = exp(-exp(-0.5) * sigmoid(z)), the exact x070 constant
+cdef double KK_EPS = 1e-12            # kk = kk / max(||kk||, 1e-12)
+
+
+cdef inline double _sigmoid(double z) noexcept nogil:
+    return 1.0 / (1.0 + exp(-z))
+
+
+def num_threads():
+    """Rows of the per-thread accumulators the backward kernels need."""
+    return omp_get_max_threads()
+
+
+# h: (M, D) in place
+def tanh_forward(floating[:, ::1] h):
+    """h = tanh(h)."""
+    cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for d in range(D):
+                h[m, d] = tanh(h[m, d])
+
+
+# h: (M, D) in place
+def sigmoid_forward(floating[:, ::1] h):
+    """h = sigmoid(h)."""
+    cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for d in range(D):
+                h[m, d] = _sigmoid(h[m, d])
+
+
+# g: (M, D) grad of the activation output (in place -> grad of its input), h: (M, D) output
+def activation_backward(floating[:, ::1] g, const floating[:, ::1] h, bint is_tanh):
+    """tanh: g *= 1 - h^2;  sigmoid: g *= h (1 - h)."""
+    cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for d in range(D):
+                if is_tanh:
+                    g[m, d] = g[m, d] * (1 - h[m, d] * h[m, d])
+                else:
+                    g[m, d] = g[m, d] * h[m, d] * (1 - h[m, d])
+
+
+# k, v: (M, C) raw key/value; zw, za: (M, C) LoRA outputs (updated in place, see below);
+# zv, vfirst: (M, C), or (0, C) for layer 0; params (C,) -> w, kk, kmod, vres, aw, bw: (M, C)
+def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
+                             floating[:, ::1] zw, floating[:, ::1] za, floating[:, ::1] zv,
+                             const floating[:, ::1] vfirst, const floating[::1] w0,
+                             const floating[::1] a0, const floating[::1] v0,
+                             const floating[::1] k_k, const floating[::1] k_a, Py_ssize_t H,
+                             floating[:, ::1] w, floating[:, ::1] kk, floating[:, ::1] kmod,
+                             floating[:, ::1] vres, floating[:, ::1] aw, floating[:, ::1] bw):
+    """Per row and head (n over the head's N channels):
+        zw <- w0 + zw;   w = exp(-exp(-0.5) sigmoid(zw))
+        za <- a = sigmoid(a0 + za)
+        kk = k k_k / max(||k k_k||, 1e-12);   kmod = k (1 + (a - 1) k_a)
+        layer > 0: zv <- s = sigmoid(v0 + zv);  vres = v + (vfirst - v) s   (layer 0: untouched)
+        aw = -kk;  bw = kk a          (the WKV7 a and b)
+    """
+    cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H, m, h, n, c
+    cdef bint vres_on = zv.shape[0] > 0
+    cdef double ss, inv, kkc, ac, s
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for c in range(C):
+                zw[m, c] = zw[m, c] + w0[c]
+                w[m, c] = <floating>exp(-DECAY_SCALE * _sigmoid(zw[m, c]))
+                za[m, c] = <floating>_sigmoid(a0[c] + za[m, c])
+                kmod[m, c] = k[m, c] * (1 + (za[m, c] - 1) * k_a[c])
+                if vres_on:
+                    s = _sigmoid(v0[c] + zv[m, c])
+                    zv[m, c] = <floating>s
+                    vres[m, c] = <floating>(v[m, c] + (vfirst[m, c] - v[m, c]) * s)
+            for h in range(H):
+                ss = 0.0
+                for n in range(N):
+                    kkc = <double>k[m, h * N + n] * k_k[h * N + n]
+                    ss = ss + kkc * kkc
+                inv = 1.0 / max(sqrt(ss), KK_EPS)
+                for n in range(N):
+                    c = h * N + n
+                    kkc = <double>k[m, c] * k_k[c] * inv
+                    ac = za[m, c]
+                    kk[m, c] = <floating>kkc
+                    aw[m, c] = <floating>(-kkc)
+                    bw[m, c] = <floating>(kkc * ac)
+
+
+# gv_in: (M, C) dL/dv_used (WKV + bonus paths), and the forward's tensors (see prepare_forward)
+# -> gk, gv, g_zw, g_za, g_zv, g_vfirst: (M, C); acc: (nthreads, 5, C) for w0, a0, v0, k_k, k_a
+def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] daw,
+                              const floating[:, ::1] dbw, const floating[:, ::1] dkmod,
+                              const floating[:, ::1] gv_in, const floating[:, ::1] k,
+                              const floating[:, ::1] v, const floating[:, ::1] zw,
+                              const floating[:, ::1] w, const floating[:, ::1] a,
+                              const floating[:, ::1] kk, const floating[:, ::1] sv,
+                              const floating[:, ::1] vfirst, const floating[::1] k_k,
+                              const floating[::1] k_a, Py_ssize_t H,
+                              floating[:, ::1] gk, floating[:, ::1] gv, floating[:, ::1] g_zw,
+                              floating[:, ::1] g_za, floating[:, ::1] g_zv,
+                              floating[:, ::1] g_vfirst, floating[:, :, ::1] acc):
+    """Chain rule back through prepare_forward (per row m, head h; sums over m into acc):
+        gkk  = -daw + dbw a                 ga = dbw kk + dkmod k k_a
+        gk   = dkmod (1 + (a - 1) k_a) + k_k gkk0,   gkk0 = (gkk - kk (kk . gkk)) / ||k k_k||
+               (gkk0 = gkk / 1e-12 when the norm is below 1e-12: the max() branch)
+        g_za = ga a (1 - a)                 g_zw = dw * w * (-exp(-0.5)) sig (1 - sig), sig = sigmoid(zw)
+        layer > 0 (sv = sigmoid(v0 + zv)):  gv = gv_in (1 - sv),  g_vfirst = gv_in sv,
+                                            g_zv = gv_in (vfirst - v) sv (1 - sv)
+        layer 0: gv = gv_in (the caller has already added the v_first output's grad)
+        g_w0 = sum g_zw, g_a0 = sum g_za, g_v0 = sum g_zv, g_k_k = sum gkk0 k, g_k_a = sum dkmod k (a-1)
+    """
+    cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H
+    cdef int nthreads = acc.shape[0]
+    cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
+    cdef Py_ssize_t tid, m, h, n, c, lo, hi
+    cdef bint vres_on = sv.shape[0] > 0
+    cdef double ss, nrm, dot, gkkc, gkk0, ga, ac, sig, s, gz
+    cdef floating* aw0
+    cdef floating* aa0
+    cdef floating* av0
+    cdef floating* akk
+    cdef floating* aka
+    with nogil:
+        for tid in prange(nthreads, schedule="static", num_threads=nthreads):
+            aw0 = &acc[tid, 0, 0]
+            aa0 = &acc[tid, 1, 0]
+            av0 = &acc[tid, 2, 0]
+            akk = &acc[tid, 3, 0]
+            aka = &acc[tid, 4, 0]
+            for c in range(5 * C):
+                aw0[c] = 0
+            lo = tid * rows
+            hi = min(lo + rows, M)
+            for m in range(lo, hi):
+                for h in range(H):
+                    ss = 0.0
+                    dot = 0.0
+                    for n in range(N):
+                        c = h * N + n
+                        ss = ss + (<double>k[m, c] * k_k[c]) * (<double>k[m, c] * k_k[c])
+                        dot = dot + <double>kk[m, c] * (-daw[m, c] + <double>dbw[m, c] * a[m, c])
+                    nrm = sqrt(ss)
+                    for n in range(N):
+                        c = h * N + n
+                        ac = a[m, c]
+                        gkkc = -daw[m, c] + <double>dbw[m, c] * ac
+                        if nrm > KK_EPS:
+                            gkk0 = (gkkc - kk[m, c] * dot) / nrm
+                        else:
+                            gkk0 = gkkc / KK_EPS
+                        gk[m, c] = <floating>(dkmod[m, c] * (1 + (ac - 1) * k_a[c]) + k_k[c] * gkk0)
+                        akk[c] = akk[c] + <floating>(gkk0 * k[m, c])
+                        aka[c] = aka[c] + <floating>(<double>dkmod[m, c] * k[m, c] * (ac - 1))
+                        ga = <double>dbw[m, c] * kk[m, c] + <double>dkmod[m, c] * k[m, c] * k_a[c]
+                        gz = ga * ac * (1 - ac)
+                        g_za[m, c] = <floating>gz
+                        aa0[c] = aa0[c] + <floating>gz
+                        sig = _sigmoid(zw[m, c])
+                        gz = -DECAY_SCALE * dw[m, c] * w[m, c] * sig * (1 - sig)
+                        g_zw[m, c] = <floating>gz
+                        aw0[c] = aw0[c] + <floating>gz
+                        if vres_on:
+                            s = sv[m, c]
+                            gv[m, c] = <floating>(gv_in[m, c] * (1 - s))
+                            g_vfirst[m, c] = <floating>(gv_in[m, c] * s)
+                            gz = gv_in[m, c] * (vfirst[m, c] - v[m, c]) * s * (1 - s)
+                            g_zv[m, c] = <floating>gz
+                            av0[c] = av0[c] + <floating>gz
+                        else:
+                            gv[m, c] = gv_in[m, c]
+
+
+# y: (M, C) WKV output; r, kmod, vres, g: (M, C); r_k, ln_w, ln_b: (C,)
+# -> u: (M, C) (the input of the output projection); mean, rstd, bonus: (M, H)
+def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
+                            const floating[:, ::1] kmod, const floating[:, ::1] vres,
+                            const floating[:, ::1] g, const floating[::1] r_k,
+                            const floating[::1] ln_w, const floating[::1] ln_b, Py_ssize_t H,
+                            double eps, floating[:, ::1] u, floating[:, ::1] mean,
+                            floating[:, ::1] rstd, floating[:, ::1] bonus):
+    """Per row and head: yhat = (y - mean) rstd (GroupNorm, biased variance, eps);
+        bonus = sum_n r k r_k;   z = yhat ln_w + ln_b + bonus v;   u = z g."""
+    cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H, m, h, n, c
+    cdef double mu, var, d, rs, bo
+    with nogil:
+        for m in prange(M, schedule="static"):
+            for h in range(H):
+                mu = 0.0
+                bo = 0.0
+                for n in range(N):
+                    c = h * N + n
+                    mu = mu + y[m, c]
+                    bo = bo + <double>r[m, c] * kmod[m, c] * r_k[c]
+                mu = mu / N
+                var = 0.0
+                for n in range(N):
+                    d = y[m, h * N + n] - mu
+                    var = var + d * d
+                rs = 1.0 / sqrt(var / N + eps)
+                mean[m, h] = <floating>mu
+                rstd[m, h] = <floating>rs
+                bonus[m, h] = <floating>bo
+                for n in range(N):
+                    c = h * N + n
+                    u[m, c] = <floating>((((y[m, c] - mu) * rs) * ln_w[c] + ln_b[c] + bo * vres[m, c])
+                                         * g[m, c])
+
+
+# gu: (M, C) grad of u; forward tensors as in time_mix_output_forward
+# -> g_g, gy, gv, gr, gkmod: (M, C); acc: (nthreads, 3, C) for ln_w, ln_b, r_k
+def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y,
+                             const floating[:, ::1] r, const floating[:, ::1] kmod,
+                             const floating[:, ::1] vres, const floating[:, ::1] g,
+                             const floating[::1] r_k, const floating[::1] ln_w,
+                             const floating[::1] ln_b, const floating[:, ::1] mean,
+                             const floating[:, ::1] rstd, const floating[:, ::1] bonus,
+                             Py_ssize_t H, floating[:, ::1] g_g, floating[:, ::1] gy,
+                             floating[:, ::1] gv, floating[:, ::1] gr, floating[:, ::1] gkmod,
+                             floating[:, :, ::1] acc):
+    """With gz = gu g and yhat = (y - mean) rstd, per row and head:
+        g_g = gu z;   gln_w = sum gz yhat;   gln_b = sum gz
+        gy  = rstd (gyh - mean_n(gyh) - yhat mean_n(gyh yhat)),   gyh = gz ln_w
+        gb  = sum_n gz v (grad of the bonus);  gv = gz bonus;
+        gr  = gb kmod r_k;  gkmod = gb r r_k;  g_r_k = sum gb r kmod
+    """
+    cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H
+    cdef int nthreads = acc.shape[0]
+    cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
+    cdef Py_ssize_t tid, m, h, n, c, lo, hi
+    cdef double mu, rs, bo, yh, gz, gyh, s1, s2, gb
+    cdef floating* alw
+    cdef floating* alb
+    cdef floating* ark
+    with nogil:
+        for tid in prange(nthreads, schedule="static", num_threads=nthreads):
+            alw = &acc[tid, 0, 0]
+            alb = &acc[tid, 1, 0]
+            ark = &acc[tid, 2, 0]
+            for c in range(3 * C):
+                alw[c] = 0
+            lo = tid * rows
+            hi = min(lo + rows, M)
+            for m in range(lo, hi):
+                for h in range(H):
+                    mu = mean[m, h]
+                    rs = rstd[m, h]
+                    bo = bonus[m, h]
+                    s1 = 0.0
+                    s2 = 0.0
+                    gb = 0.0
+                    for n in range(N):
+                        c = h * N + n
+                        yh = (y[m, c] - mu) * rs
+                        gz = <double>gu[m, c] * g[m, c]
+                        g_g[m, c] = <floating>(gu[m, c] * (yh * ln_w[c] + ln_b[c] + bo * vres[m, c]))
+                        alw[c] = alw[c] + <floating>(gz * yh)
+                        alb[c] = alb[c] + <floating>gz
+                        gyh = gz * ln_w[c]
+                        s1 = s1 + gyh
+                        s2 = s2 + gyh * yh
+                        gb = gb + gz * vres[m, c]
+                        gv[m, c] = <floating>(gz * bo)
+                    s1 = s1 / N
+                    s2 = s2 / N
+                    for n in range(N):
+                        c = h * N + n
+                        yh = (y[m, c] - mu) * rs
+                        gyh = <double>gu[m, c] * g[m, c] * ln_w[c]
+                        gy[m, c] = <floating>(rs * (gyh - s1 - yh * s2))
+                        gr[m, c] = <floating>(gb * kmod[m, c] * r_k[c])
+                        gkmod[m, c] = <floating>(gb * r[m, c] * r_k[c])
+                        ark[c] = ark[c] + <floating>(gb * r[m, c] * kmod[m, c])

@@ -1,0 +1,84 @@
+# distutils: extra_compile_args = -march=native
+"""RWKV token shift with K lerps: xs[m] = x + (prev - x) * mu[m], prev = x shifted one step right.
+
+prev[b, 0] = shift[b] (the carried last token of the previous piece), prev[b, t] = x[b, t-1].
+Shared by the time-mix (K = 6: r, w, k, v, a, g) and the channel-mix (K = 1).
+"""
+from cython cimport floating
+from cython.parallel cimport prange
+
+
+# x: (B, T, C), shift: (B, C), mu: (K, C) -> xs: (K, B, T, C)
+def token_shift_forward(const floating[:, :, ::1] x, const floating[:, ::1] shift,
+                        const floating[:, ::1] mu, floating[:, :, :, ::1] xs):
+    """xs[m, b, t] = x[b, t] + (prev[b, t] - x[b, t]) * mu[m]."""
+    cdef Py_ssize_t K = mu.shape[0], B = x.shape[0], T = x.shape[1], C = x.shape[2]
+    cdef Py_ssize_t bt, b, t, m, c
+    cdef const floating* xr
+    cdef const floating* pr
+    cdef const floating* mr
+    cdef floating* out
+    with nogil:
+        for bt in prange(B * T, schedule="static"):
+            b = bt // T
+            t = bt - b * T
+            xr = &x[b, t, 0]
+            pr = &shift[b, 0] if t == 0 else &x[b, t - 1, 0]
+            for m in range(K):
+                mr = &mu[m, 0]
+                out = &xs[m, b, t, 0]
+                for c in range(C):
+                    out[c] = xr[c] + (pr[c] - xr[c]) * mr[c]
+
+
+# gxs: (K, B, T, C), x: (B, T, C), shift: (B, C), mu: (K, C), gnew: (B, C) grad of x[:, -1]
+# -> gx: (B, T, C), gshift: (B, C), gmu_part: (B, K, C) (sum over b left to the caller)
+def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, ::1] x,
+                         const floating[:, ::1] shift, const floating[:, ::1] mu,
+                         const floating[:, ::1] gnew, floating[:, :, ::1] gx,
+                         floating[:, ::1] gshift, floating[:, :, ::1] gmu_part):
+    """With G_m = gxs[m]:
+        gx[b, t]   = sum_m G_m[b, t] (1 - mu_m) + sum_m G_m[b, t+1] mu_m  (t+1 < T) + gnew[b] (t = T-1)
+        gshift[b]  = sum_m G_m[b, 0] mu_m
+        gmu_m      = sum_{b,t} G_m[b, t] (prev[b, t] - x[b, t])
+    One prange task per batch row b (it owns gx[b], gshift[b], gmu_part[b]).
+    """
+    cdef Py_ssize_t K = mu.shape[0], B = x.shape[0], T = x.shape[1], C = x.shape[2]
+    cdef Py_ssize_t b, t, m, c
+    cdef const floating* xr
+    cdef const floating* pr
+    cdef const floating* gr
+    cdef const floating* mr
+    cdef floating* gxr
+    cdef floating* gpr
+    cdef floating* acc
+    cdef floating gm
+    with nogil:
+        for b in prange(B, schedule="static"):
+            for m in range(K):
+                for c in range(C):
+                    gmu_part[b, m, c] = 0
+            for c in range(C):
+                gx[b, T - 1, c] = gnew[b, c]
+            for t in range(T - 1, -1, -1):
+                xr = &x[b, t, 0]
+                gxr = &gx[b, t, 0]
+                if t == 0:
+                    pr = &shift[b, 0]
+                    gpr = &gshift[b, 0]
+                    for c in range(C):
+                        gpr[c] = 0
+                else:
+                    pr = &x[b, t - 1, 0]
+                    gpr = &gx[b, t - 1, 0]
+                    for c in range(C):
+                        gpr[c] = 0
+                for m in range(K):
+                    gr = &gxs[m, b, t, 0]
+                    mr = &mu[m, 0]
+                    acc = &gmu_part[b, m, 0]
+                    for c in range(C):
+                        gm = gr[c] * mr[c]
+                        gxr[c] = gxr[c] + gr[c] - gm
+                        gpr[c] = gpr[c] + gm
+                        acc[c] = acc[c] + gr[c] * (pr[c] - xr[c])
