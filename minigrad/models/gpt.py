@@ -1,0 +1,271 @@
+"""A Llama-style GPT on the fused kernels, with HF Llama's parameter names and RoPE layout.
+
+    embed_tokens -> n x [input_layernorm -> self_attn (q, k, v, o; RoPE; causal GQA) -> +residual;
+                         post_attention_layernorm -> mlp (down(silu(gate(x)) * up(x))) -> +residual]
+                 -> norm -> lm_head (the embedding matrix when tie_embeddings)
+
+Activations stay (B, T, heads, head_dim) between the projections and attention ("bthd" layout),
+so every projection is one 2-D GEMM on (B*T, C) and nothing is transposed or copied.
+Init (as HF Llama, initializer_range 0.02): every Linear and the embedding ~ N(0, 0.02^2), norms 1.
+With tie_embeddings the model has no lm_head.weight; load_state_dict accepts (and checks) one.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from minigrad import functional as F
+from minigrad import nn
+from minigrad.autograd import no_grad
+from minigrad.kernels.validate import check_index
+from minigrad.models.gguf_llama import load_gguf
+from minigrad.models.hf_llama import load_hf, save_hf
+from minigrad.ops.attention import attention_inference
+from minigrad.ops.linear import linear
+from minigrad.tensor import Tensor
+
+INIT_STD = 0.02
+
+
+@dataclass
+class GPTConfig:
+    """Sizes of a GPT. n_kv_head=None means n_head (plain multi-head attention); ffn_hidden=None
+    means 8/3 * d_model rounded up to a multiple of 32."""
+
+    vocab_size: int
+    d_model: int
+    n_layer: int
+    n_head: int
+    n_kv_head: int = None
+    ffn_hidden: int = None
+    max_seq_len: int = 1024
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+    tie_embeddings: bool = True
+
+    def __post_init__(self):
+        if self.ffn_hidden is None:
+            self.ffn_hidden = 32 * math.ceil(8 * self.d_model / 3 / 32)
+        for name in ("vocab_size", "d_model", "n_layer", "n_head", "ffn_hidden", "max_seq_len"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
+        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
+            raise ValueError(f"GPTConfig: d_model {self.d_model} must split into n_head {self.n_head} "
+                             "heads of an even size (RoPE rotates pairs)")
+        if self.n_kv_head is not None and (self.n_kv_head < 1 or self.n_head % self.n_kv_head):
+            raise ValueError(f"GPTConfig: n_head {self.n_head} must be a multiple of n_kv_head "
+                             f"{self.n_kv_head}")
+
+    @property
+    def kv_heads(self):
+        return self.n_kv_head or self.n_head
+
+    @property
+    def head_dim(self):
+        return self.d_model // self.n_head
+
+
+class LlamaRMSNorm(nn.Module):
+    """RMSNorm over the last dim on the fused kernel; weight (dim,) = 1."""
+
+    def __init__(self, dim, eps, dtype):
+        super().__init__()
+        self.eps = float(eps)
+        self.weight = nn.Parameter(np.ones(dim, dtype=dtype))
+
+    def forward(self, x):
+        return F.rms_norm(x, self.weight, self.eps)
+
+
+def _proj(d_in, d_out, dtype):
+    layer = nn.Linear(d_in, d_out, bias=False, dtype=dtype)
+    nn.init.normal_(layer.weight, 0.0, INIT_STD)
+    return layer
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        self.cfg = cfg
+        hd, C = cfg.head_dim, cfg.d_model
+        self.q_proj = _proj(C, cfg.n_head * hd, dtype)
+        self.k_proj = _proj(C, cfg.kv_heads * hd, dtype)
+        self.v_proj = _proj(C, cfg.kv_heads * hd, dtype)
+        self.o_proj = _proj(cfg.n_head * hd, C, dtype)
+
+    def forward(self, x, cache=None, start=0):
+        """x (B, T, C) -> (B, T, C). With a cache (k, v of (B, T_max, Hkv, hd)) the new keys and
+        values are written at positions start .. start+T and the queries attend to all of 0 .. start+T."""
+        cfg = self.cfg
+        B, T, C = x.shape
+        hd = cfg.head_dim
+        q = F.rope(self.q_proj(x).reshape(B, T, cfg.n_head, hd), start, cfg.rope_base, layout="bthd")
+        k = F.rope(self.k_proj(x).reshape(B, T, cfg.kv_heads, hd), start, cfg.rope_base, layout="bthd")
+        v = self.v_proj(x).reshape(B, T, cfg.kv_heads, hd)
+        if cache is None:
+            o = F.causal_attention(q, k, v, layout="bthd")
+        else:
+            kc, vc = cache
+            kc[:, start:start + T] = k.data
+            vc[:, start:start + T] = v.data
+            end = start + T
+            o = Tensor(np.ascontiguousarray(
+                attention_inference(q.data, kc[:, :end], vc[:, :end], layout="bthd")))
+        return self.o_proj(o.reshape(B, T, C))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        self.gate_proj = _proj(cfg.d_model, cfg.ffn_hidden, dtype)
+        self.up_proj = _proj(cfg.d_model, cfg.ffn_hidden, dtype)
+        self.down_proj = _proj(cfg.ffn_hidden, cfg.d_model, dtype)
+
+    def forward(self, x):
+        return self.down_proj(F.swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        self.self_attn = LlamaAttention(cfg, dtype)
+        self.mlp = LlamaMLP(cfg, dtype)
+        self.input_layernorm = LlamaRMSNorm(cfg.d_model, cfg.norm_eps, dtype)
+        self.post_attention_layernorm = LlamaRMSNorm(cfg.d_model, cfg.norm_eps, dtype)
+
+    def forward(self, x, cache=None, start=0):
+        x = x + self.self_attn(self.input_layernorm(x), cache, start)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class GPT(nn.Module):
+    """model(idx) with int ids (B, T) -> logits (B, T, vocab_size). See the module docstring."""
+
+    from_hf = classmethod(load_hf)        # GPT.from_hf(dir): a transformers Llama directory
+    from_gguf = classmethod(load_gguf)    # GPT.from_gguf(path): a llama.cpp Llama GGUF file
+    save_hf = save_hf                     # model.save_hf(dir): config.json + model.safetensors
+
+    def __init__(self, config, dtype=np.float32):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__}")
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, dtype=dtype)
+        nn.init.normal_(self.embed_tokens.weight, 0.0, INIT_STD)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(config, dtype) for _ in range(config.n_layer)])
+        self.norm = LlamaRMSNorm(config.d_model, config.norm_eps, dtype)
+        if not config.tie_embeddings:
+            self.lm_head = _proj(config.d_model, config.vocab_size, dtype)
+
+    @property
+    def dtype(self):
+        return self.embed_tokens.weight.dtype
+
+    def _ids(self, idx, limit):
+        """idx as a validated int64 (B, T) array."""
+        arr = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"GPT: token ids must be integers, got dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"GPT: token ids must be (batch, time), got shape {arr.shape}")
+        if arr.shape[1] == 0:
+            raise ValueError("GPT: token ids have zero length")
+        if arr.shape[1] > limit:
+            raise ValueError(f"GPT: sequence of length {arr.shape[1]} is longer than max_seq_len "
+                             f"{self.config.max_seq_len}")
+        return check_index("GPT", "token ids", arr, self.config.vocab_size)
+
+    def _head(self, x):
+        weight = self.embed_tokens.weight if self.config.tie_embeddings else self.lm_head.weight
+        return linear(self.norm(x), weight)
+
+    def forward(self, idx, caches=None, start=0):
+        """idx (B, T) int -> logits (B, T, V). caches/start: KV-cache decoding (see generate)."""
+        ids = self._ids(idx, self.config.max_seq_len - start)
+        x = self.embed_tokens(ids)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, None if caches is None else caches[i], start)
+        return self._head(x)
+
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None):
+        """Extend idx (B, T) by max_new_tokens sampled tokens; returns a (B, T + new) int64 Tensor.
+
+        One forward over the prompt fills a KV cache; every later token costs one position.
+        temperature 0 is greedy; top_k keeps the k largest logits, top_p the smallest set of tokens
+        whose probability reaches top_p. T + max_new_tokens must fit in max_seq_len.
+        """
+        cfg = self.config
+        ids = self._ids(idx, cfg.max_seq_len)
+        max_new_tokens = int(max_new_tokens)
+        if max_new_tokens < 0:
+            raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+        B, T0 = ids.shape
+        if T0 + max_new_tokens > cfg.max_seq_len:
+            raise ValueError(f"generate: prompt {T0} + max_new_tokens {max_new_tokens} exceeds "
+                             f"max_seq_len {cfg.max_seq_len}")
+        _check_sampling(temperature, top_k, top_p, cfg.vocab_size)
+        rng = np.random.default_rng(seed)
+        total = T0 + max_new_tokens
+        shape = (B, total, cfg.kv_heads, cfg.head_dim)
+        caches = [(np.empty(shape, self.dtype), np.empty(shape, self.dtype)) for _ in self.layers]
+        out = np.empty((B, total), np.int64)
+        out[:, :T0] = ids
+        was_training = self.training
+        self.eval()
+        try:
+            with no_grad():
+                pos, step = 0, ids
+                for t in range(T0, total):
+                    logits = self.forward(step, caches, pos).data[:, -1]
+                    out[:, t] = sample(logits, temperature, top_k, top_p, rng)
+                    pos, step = t, out[:, t:t + 1]
+        finally:
+            self.train(was_training)
+        return Tensor(out)
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Module.load_state_dict, also accepting a tied model's redundant `lm_head.weight`
+        (HF files may carry one): it must equal `embed_tokens.weight` and is then dropped."""
+        state = dict(state_dict)
+        if self.config.tie_embeddings and "lm_head.weight" in state:
+            head = state.pop("lm_head.weight")
+            emb = state.get("embed_tokens.weight")
+            head, emb = (np.asarray(getattr(a, "data", a)) for a in (head, emb))
+            if emb is not None and not np.array_equal(head, emb):
+                raise ValueError("GPT.load_state_dict: lm_head.weight differs from embed_tokens.weight "
+                                 "but the model ties them; build it with tie_embeddings=False")
+        return super().load_state_dict(state, strict)
+
+
+def _check_sampling(temperature, top_k, top_p, vocab):
+    if not np.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
+    if top_k is not None and not 1 <= int(top_k):
+        raise ValueError(f"generate: top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0 < float(top_p) <= 1:
+        raise ValueError(f"generate: top_p must be in (0, 1], got {top_p}")
+
+
+def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None):
+    """One token id per row of logits (B, V): greedy at temperature 0, else a softmax sample after
+    temperature scaling, top-k and top-p (nucleus) filtering."""
+    logits = np.asarray(logits, np.float64)
+    if temperature == 0:
+        return logits.argmax(-1)
+    rng = rng if rng is not None else np.random.default_rng()
+    z = logits / temperature
+    if top_k is not None and top_k < z.shape[-1]:
+        kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]
+        z = np.where(z < kth, -np.inf, z)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    if top_p is not None and top_p < 1:
+        order = np.argsort(-p, axis=-1)
+        sorted_p = np.take_along_axis(p, order, -1)
+        drop = np.cumsum(sorted_p, -1) - sorted_p >= top_p     # keeps the first token always
+        sorted_p[drop] = 0
+        p = np.zeros_like(p)
+        np.put_along_axis(p, order, sorted_p, -1)
+        p /= p.sum(-1, keepdims=True)
+    u = rng.random((p.shape[0], 1))
+    return np.minimum((np.cumsum(p, -1) < u).sum(-1), p.shape[-1] - 1)

@@ -1,0 +1,64 @@
+"""Fused softmax cross-entropy (kernels/cross_entropy.pyx)."""
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.kernels import cross_entropy as _k
+from minigrad.kernels.validate import check_float, check_index
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class CrossEntropy(Function):
+    """logits (N, V), targets (N,) int -> loss; saves logits, targets, lse (N,).
+
+    loss_n = lse_n - logits[n, t_n] (0 where t_n == ignore_index); 'mean' divides the sum by the
+    number of non-ignored rows (nan when there are none, as PyTorch). Backward:
+        glogits[n] = w_n * (softmax(logits[n]) - onehot(t_n)),
+    w_n = g/count ('mean'), g ('sum'), g[n] ('none'), and 0 on ignored rows.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, ignore_index, reduction):
+        op = "cross_entropy"
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        check_float(op, "logits", logits, ndim=2)
+        N, V = logits.shape
+        if V == 0:
+            raise ValueError(f"{op}: logits {logits.shape} has no classes")
+        ignore_index = int(ignore_index)
+        targets = check_index(op, "targets", targets, V, shape=(N,), ignore=ignore_index)
+        loss = np.empty(N, logits.dtype)
+        lse = np.empty(N, logits.dtype)
+        _k.cross_entropy_forward(logits, targets, ignore_index, loss, lse)
+        ctx.save_for_backward(logits, targets, lse)
+        ctx.ignore_index, ctx.reduction = ignore_index, reduction
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return np.asarray(loss.sum(dtype=np.float64), logits.dtype)
+        ctx.count = int(np.count_nonzero(targets != ignore_index))
+        return np.asarray(loss.sum(dtype=np.float64) / ctx.count if ctx.count else np.nan, logits.dtype)
+
+    @staticmethod
+    def backward(ctx, gy):
+        logits, targets, lse = ctx.saved_tensors
+        if ctx.reduction == "none":
+            weight = np.ascontiguousarray(gy, logits.dtype)
+        else:
+            scale = 1.0 if ctx.reduction == "sum" else 1.0 / max(ctx.count, 1)
+            weight = np.full(logits.shape[0], float(gy) * scale, logits.dtype)
+        glogits = np.empty_like(logits)
+        _k.cross_entropy_backward(logits, targets, ctx.ignore_index, lse, weight, glogits)
+        return glogits, None, None, None
+
+
+def cross_entropy(logits, targets, ignore_index=-100, reduction="mean"):
+    """Softmax cross-entropy of logits (N, V) against int targets (N,) (PyTorch's F.cross_entropy).
+
+    Targets equal to ignore_index contribute nothing; any other target outside [0, V) raises.
+    """
+    from minigrad.tensor import Tensor
+
+    t = targets.data if isinstance(targets, Tensor) else np.asarray(targets)
+    return CrossEntropy.apply(logits, t, ignore_index, reduction)

@@ -1,0 +1,47 @@
+"""Fused RMSNorm over the last dim (kernels/rms_norm.pyx)."""
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.kernels import rms_norm as _k
+from minigrad.kernels.validate import check_finite_scalar, check_float
+
+
+class RMSNormFn(Function):
+    """x (..., C), weight (C,) -> y = x / sqrt(mean(x^2) + eps) * weight; saves x, weight, rstd (N,).
+
+    Backward (xhat = x * rstd, g = gy * weight):
+        gx = rstd * (g - xhat * mean(g * xhat)),   gweight = sum over rows of gy * xhat.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        op = "rms_norm"
+        check_float(op, "x", x)
+        if x.ndim < 1:
+            raise ValueError(f"{op}: x must have at least 1 dim, got shape {x.shape}")
+        check_float(op, "weight", weight, shape=(x.shape[-1],), dtype=x.dtype)
+        eps = check_finite_scalar(op, "eps", eps)
+        if eps < 0:
+            raise ValueError(f"{op}: eps must be >= 0, got {eps}")
+        x2 = x.reshape(-1, x.shape[-1])
+        y = np.empty_like(x2)
+        rstd = np.empty(x2.shape[0], x.dtype)
+        _k.rms_norm_forward(x2, weight, eps, y, rstd)
+        ctx.save_for_backward(x2, weight, rstd)
+        ctx.shape = x.shape
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x2, weight, rstd = ctx.saved_tensors
+        need_gx, need_gw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        gy2 = np.ascontiguousarray(gy.reshape(x2.shape))
+        gx = np.empty_like(x2) if need_gx else np.empty((1, x2.shape[1]), x2.dtype)
+        gw = np.empty_like(weight)
+        _k.rms_norm_backward(gy2, x2, weight, rstd, gx, gw, need_gx, need_gw)
+        return (gx.reshape(ctx.shape) if need_gx else None), (gw if need_gw else None), None
+
+
+def rms_norm(x, weight, eps=1e-5):
+    """RMSNorm over the last dim: x / sqrt(mean(x^2, -1) + eps) * weight."""
+    return RMSNormFn.apply(x, weight, eps)

@@ -1,0 +1,40 @@
+"""Fused SwiGLU gate h = silu(gate) * up (kernels/swiglu.pyx)."""
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.kernels import swiglu as _k
+from minigrad.kernels.validate import check_float
+
+
+class SwiGLU(Function):
+    """gate, up (..., F) -> silu(gate) * up; saves gate, up.
+
+    Backward (s = sigmoid(gate)): ggate = gh * up * s * (1 + gate * (1 - s)),  gup = gh * gate * s.
+    """
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        check_float("swiglu", "gate", gate)
+        check_float("swiglu", "up", up, shape=gate.shape, dtype=gate.dtype)
+        g2, u2 = _rows(gate), _rows(up)
+        h = np.empty_like(g2)
+        _k.swiglu_forward(g2, u2, h)
+        ctx.save_for_backward(g2, u2)
+        ctx.shape = gate.shape
+        return h.reshape(gate.shape)
+
+    @staticmethod
+    def backward(ctx, gh):
+        g2, u2 = ctx.saved_tensors
+        gg, gu = np.empty_like(g2), np.empty_like(u2)
+        _k.swiglu_backward(np.ascontiguousarray(gh.reshape(g2.shape)), g2, u2, gg, gu)
+        return gg.reshape(ctx.shape), gu.reshape(ctx.shape)
+
+
+def _rows(x):
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def swiglu(gate, up):
+    """silu(gate) * up, elementwise (gate and up of the same shape)."""
+    return SwiGLU.apply(gate, up)
