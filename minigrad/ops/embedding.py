@@ -38,7 +38,7 @@ def embedding(ids, weight, padding_idx=None):
                          f"got shape {shape_str(weight.shape)}")
     ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
     num = weight.shape[0]
-    ids = check_index("embedding", "ids", ids, num)
+    ids = check_index("embedding", "ids", ids, num).reshape(np.shape(ids))   # (keeps 0-d ids 0-d)
     if padding_idx is not None:
         padding_idx = int(padding_idx)
         if not -num <= padding_idx < num:

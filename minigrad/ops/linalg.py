@@ -61,10 +61,10 @@ class MatMul(Function):
         a2_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
         b2_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
         g2 = g
-        if len(a_shape) == 1:
-            g2 = np.expand_dims(g2, -2)
         if len(b_shape) == 1:
-            g2 = np.expand_dims(g2, -1)
+            g2 = g2.reshape(g2.shape + (1,))
+        if len(a_shape) == 1:
+            g2 = g2.reshape(g2.shape[:-1] + (1, g2.shape[-1]))
         ga = gb = None
         if ctx.needs_input_grad[0]:
             bT = np.swapaxes(b.reshape(b2_shape), -1, -2)
