@@ -1,0 +1,124 @@
+"""F.rwkv7_channel_mix and F.layer_norm: numpy references, fp64 gradchecks over every input,
+fp32 vs fp64, carried token-shift state, torch where installed, bad inputs."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import functional as F
+from minigrad.autograd import gradcheck
+
+
+def ref_channel_mix(x, shift, x_k, wk, wv):
+    prev = np.concatenate([shift[:, None], x[:, :-1]], axis=1)
+    xk = x + (prev - x) * x_k.reshape(-1)
+    return (np.maximum(xk @ wk.T, 0) ** 2) @ wv.T, x[:, -1]
+
+
+def ref_layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps) * w + b
+
+
+def channel_mix_case(B, T, C, Fh, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((B, T, C)), rng.standard_normal((B, C)),
+            rng.uniform(0, 1, (1, 1, C)), 0.5 * rng.standard_normal((Fh, C)),
+            0.5 * rng.standard_normal((C, Fh))]
+
+
+@pytest.mark.parametrize("B,T,C,Fh", [(1, 1, 3, 5), (2, 5, 4, 7), (3, 3, 6, 24)])
+def test_channel_mix_matches_reference_and_gradchecks(B, T, C, Fh):
+    arrs = channel_mix_case(B, T, C, Fh, seed=B + T)
+    ts = [mg.tensor(a, requires_grad=True) for a in arrs]
+    out, new_shift = F.rwkv7_channel_mix(*ts)
+    ref_out, ref_shift = ref_channel_mix(*arrs)
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(new_shift.numpy(), ref_shift, rtol=0, atol=0)
+    assert gradcheck(lambda *t: F.rwkv7_channel_mix(*t), ts, rtol=1e-6)
+
+
+def test_channel_mix_without_shift_state_uses_zeros():
+    arrs = channel_mix_case(2, 4, 3, 6)
+    out, _ = F.rwkv7_channel_mix(mg.tensor(arrs[0]), None, *(mg.tensor(a) for a in arrs[2:]))
+    ref, _ = ref_channel_mix(arrs[0], np.zeros_like(arrs[1]), *arrs[2:])
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_channel_mix_pieces_with_carried_shift_equal_whole():
+    x, shift, *params = channel_mix_case(2, 7, 4, 8, seed=3)
+    tp = [mg.tensor(p) for p in params]
+    whole, _ = F.rwkv7_channel_mix(mg.tensor(x), mg.tensor(shift), *tp)
+    s, outs = mg.tensor(shift), []
+    for lo, hi in ((0, 3), (3, 4), (4, 7)):
+        o, s = F.rwkv7_channel_mix(mg.tensor(x[:, lo:hi].copy()), s, *tp)
+        outs.append(o.numpy())
+    np.testing.assert_allclose(np.concatenate(outs, 1), whole.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_channel_mix_fp32_matches_fp64():
+    arrs = channel_mix_case(2, 6, 8, 32, seed=4)
+    res = {}
+    for dt in (np.float32, np.float64):
+        ts = [mg.tensor(a, dtype=dt, requires_grad=True) for a in arrs]
+        out, _ = F.rwkv7_channel_mix(*ts)
+        (out * out).sum().backward()
+        res[dt] = [out.numpy()] + [t.grad.numpy() for t in ts]
+    for a32, a64 in zip(res[np.float32], res[np.float64]):
+        assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (2, 3, 7), (4, 64)])
+def test_layer_norm_matches_reference_and_gradchecks(shape):
+    rng = np.random.default_rng(len(shape))
+    x = 2 * rng.standard_normal(shape) + 0.5
+    w, b = rng.uniform(0.5, 1.5, shape[-1]), rng.standard_normal(shape[-1])
+    ts = [mg.tensor(a, requires_grad=True) for a in (x, w, b)]
+    y = F.layer_norm(*ts, eps=1e-5)
+    np.testing.assert_allclose(y.numpy(), ref_layer_norm(x, w, b, 1e-5), rtol=1e-10, atol=1e-10)
+    if shape[-1] > 1:
+        assert gradcheck(lambda *t: F.layer_norm(*t, eps=1e-5), ts, rtol=1e-6)
+
+
+def test_layer_norm_fp32_matches_fp64():
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal((16, 48)), rng.uniform(0.5, 1.5, 48), rng.standard_normal(48)]
+    res = {}
+    for dt in (np.float32, np.float64):
+        ts = [mg.tensor(a, dtype=dt, requires_grad=True) for a in arrs]
+        y = F.layer_norm(*ts)
+        (y * y * y).sum().backward()
+        res[dt] = [y.numpy()] + [t.grad.numpy() for t in ts]
+    for a32, a64 in zip(res[np.float32], res[np.float64]):
+        assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
+
+
+def test_against_torch():
+    torch = pytest.importorskip("torch")
+    x, shift, x_k, wk, wv = channel_mix_case(2, 5, 8, 16, seed=9)
+    tt = [torch.tensor(a, requires_grad=True) for a in (x, shift, x_k, wk, wv)]
+    prev = torch.cat([tt[1][:, None], tt[0][:, :-1]], 1)
+    xk = tt[0] + (prev - tt[0]) * tt[2]
+    out_t = torch.relu(xk @ tt[3].T) ** 2 @ tt[4].T
+    ln_w = torch.rand(8, dtype=torch.float64, requires_grad=True)
+    ln_b = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    loss_t = torch.nn.functional.layer_norm(out_t, (8,), ln_w, ln_b).pow(2).sum()
+    loss_t.backward()
+    ms = [mg.tensor(a, requires_grad=True) for a in (x, shift, x_k, wk, wv)]
+    mw, mb = (mg.tensor(t.detach().numpy(), requires_grad=True) for t in (ln_w, ln_b))
+    out, _ = F.rwkv7_channel_mix(*ms)
+    y = F.layer_norm(out, mw, mb)
+    (y * y).sum().backward()
+    for m, t in zip(ms + [mw, mb], tt + [ln_w, ln_b]):
+        np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_bad_inputs_raise_clear_errors():
+    x, shift, x_k, wk, wv = (mg.tensor(a) for a in channel_mix_case(1, 3, 4, 6))
+    with pytest.raises(ValueError, match="value_weight"):
+        F.rwkv7_channel_mix(x, shift, x_k, wk, wk)
+    with pytest.raises(ValueError, match="shift_state"):
+        F.rwkv7_channel_mix(x, shift[:, :2], x_k, wk, wv)
+    with pytest.raises(ValueError, match="weight"):
+        F.layer_norm(x, mg.tensor(np.ones(3)), mg.tensor(np.zeros(4)))
+    with pytest.raises(ValueError, match="eps"):
+        F.layer_norm(x, mg.tensor(np.ones(4)), mg.tensor(np.zeros(4)), eps=-1.0)
