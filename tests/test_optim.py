@@ -390,3 +390,15 @@ def test_scheduler_state_dict_resumes():
         sched2.step()
         assert sched2.get_last_lr() == sched.get_last_lr()
         assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+
+
+def test_load_state_dict_accepts_scalars_stored_as_arrays():
+    p = _param([1.0, 2.0])
+    opt = optim.AdamW([p])
+    _step(opt, p, [1.0, 1.0])
+    sd = opt.state_dict()
+    sd["state"][0]["step"] = np.array(1)          # as a checkpoint format may return it
+    sd["state"] = {str(k): v for k, v in sd["state"].items()}  # JSON turns int keys into strings
+    fresh = optim.AdamW([_param([1.0, 2.0])])
+    fresh.load_state_dict(sd)
+    assert fresh.state[fresh.param_groups[0]["params"][0]]["step"] == 1

@@ -34,7 +34,7 @@ class AdamW(Optimizer):
             state["exp_avg_sq"] = np.zeros_like(param.data)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = np.zeros_like(param.data)
-        state["step"] += 1
+        state["step"] = int(state["step"]) + 1
         beta1, beta2 = group["betas"]
         adamw_step(param.data, grad, state["exp_avg"], state["exp_avg_sq"], float(group["lr"]), float(beta1),
                    float(beta2), float(group["eps"]), float(group["weight_decay"]), state["step"],

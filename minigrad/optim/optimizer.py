@@ -151,6 +151,8 @@ def _restore(value, param, where):
         value = value.data
     if not isinstance(value, np.ndarray):
         return _copy(value)
+    if value.ndim == 0:  # a scalar (e.g. a step count) that went through an array format
+        return value.item()
     if value.shape != param.data.shape:
         raise ValueError(f"{where} has shape {value.shape}, the parameter {param.data.shape}")
     return np.array(value, dtype=param.data.dtype if value.dtype.kind == "f" else value.dtype, order="C")
