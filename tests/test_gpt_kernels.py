@@ -1,0 +1,354 @@
+"""The GPT's fused kernels: fp64 gradcheck over every input, the same maths composed from primitive
+Tensor ops, fp32 vs fp64, PyTorch where installed, and the errors bad inputs raise."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import functional as F
+from minigrad.autograd import gradcheck
+from minigrad.ops import attention as attention_ops
+from minigrad.ops.rope import rope_tables
+from tests.op_helpers import record
+
+RTOL = 1e-6
+
+
+def leaf(a, requires_grad=True):
+    return mg.tensor(np.asarray(a, np.float64), requires_grad=requires_grad)
+
+
+def randn(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def check_grads(family, fn, *inputs, fast=False):
+    assert gradcheck(fn, list(inputs), eps=1e-6, atol=1e-10, rtol=RTOL, fast=fast)
+    record(family, gradcheck.last_errors)
+
+
+def assert_fp32_matches_fp64(fn, *arrays, tol=2e-5):
+    """fn(Tensors...) on fp32 copies vs fp64: forward and every input gradient."""
+    results = []
+    for dtype in (np.float32, np.float64):
+        ts = [mg.tensor(a.astype(dtype), requires_grad=True) if a.dtype.kind == "f" else a for a in arrays]
+        out = fn(*ts)
+        (out * mg.tensor(randn(*out.shape, seed=9).astype(dtype))).sum().backward()
+        results.append([out.data] + [t.grad.data for t in ts if isinstance(t, mg.Tensor)])
+    for lo, hi in zip(*results):
+        assert lo.dtype == np.float32 and hi.dtype == np.float64
+        np.testing.assert_allclose(lo, hi, rtol=0, atol=tol * max(1.0, np.abs(hi).max()))
+
+
+# ---------------------------------------------------------------- rms_norm
+def rms_norm_composed(x, w, eps):
+    return x * ((x * x).mean(axis=-1, keepdims=True) + eps).rsqrt() * w
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 5, 9), (2, 1, 33)])
+def test_rms_norm_gradcheck_and_composed(shape):
+    x, w = leaf(randn(*shape)), leaf(randn(shape[-1], seed=1))
+    check_grads("gpt.rms_norm", lambda a, b: F.rms_norm(a, b, 1e-5), x, w)
+    ours, ref = F.rms_norm(x, w, 1e-5), rms_norm_composed(x, w, 1e-5)
+    np.testing.assert_allclose(ours.data, ref.data, rtol=1e-13, atol=1e-13)
+    g = mg.tensor(randn(*shape, seed=3))
+    ours = [t.grad.data.copy() for t in _backprop(ours, g, (x, w))]
+    theirs = [t.grad.data.copy() for t in _backprop(ref, g, (x, w))]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_rms_norm_fp32_and_only_weight_grad():
+    assert_fp32_matches_fp64(lambda a, b: F.rms_norm(a, b, 1e-5), randn(4, 6, 40), randn(40, seed=1))
+    x, w = leaf(randn(3, 8), requires_grad=False), leaf(randn(8, seed=1))
+    check_grads("gpt.rms_norm", lambda a, b: F.rms_norm(a, b, 1e-5), x, w)
+
+
+# ---------------------------------------------------------------- rope
+def rope_numpy(x, positions, base, interleaved):
+    """x (B, H, T, hd) in fp64, written from the definition."""
+    hd = x.shape[-1]
+    ang = np.asarray(positions, np.float64)[:, None] * base ** (-np.arange(hd // 2) * 2.0 / hd)
+    c, s = np.cos(ang), np.sin(ang)
+    if interleaved:
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+    else:
+        x0, x1 = x[..., :hd // 2], x[..., hd // 2:]
+    y0, y1 = x0 * c - x1 * s, x0 * s + x1 * c
+    y = np.empty_like(x)
+    if interleaved:
+        y[..., 0::2], y[..., 1::2] = y0, y1
+    else:
+        y[..., :hd // 2], y[..., hd // 2:] = y0, y1
+    return y
+
+
+def rope_composed(x, positions, base, interleaved):
+    """The same rotation from primitive Tensor ops (slices, products, cat)."""
+    hd = x.shape[-1]
+    ang = np.asarray(positions, np.float64)[:, None] * base ** (-np.arange(hd // 2) * 2.0 / hd)
+    c, s = mg.tensor(np.cos(ang)), mg.tensor(np.sin(ang))
+    if interleaved:
+        pairs = x.reshape(*x.shape[:-1], hd // 2, 2)
+        x0, x1 = pairs[..., 0], pairs[..., 1]
+        y = mg.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1)
+        return y.reshape(x.shape)
+    x0, x1 = x[..., :hd // 2], x[..., hd // 2:]
+    return mg.cat([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("shape,offset", [((2, 3, 5, 6), 0), ((1, 2, 1, 4), 7), ((2, 1, 9, 10), 3)])
+def test_rope_gradcheck_and_references(shape, offset, interleaved):
+    x = leaf(randn(*shape))
+    T = shape[2]
+    pos = np.arange(offset, offset + T)
+    fn = lambda a: F.rope(a, offset, 10000.0, interleaved)
+    check_grads("gpt.rope", fn, x)
+    want = rope_numpy(x.data, pos, 10000.0, interleaved)
+    np.testing.assert_allclose(fn(x).data, want, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(rope_composed(x, pos, 10000.0, interleaved).data, want, atol=1e-13)
+    # explicit positions and the (B, T, H, hd) layout give the same rotation
+    np.testing.assert_allclose(F.rope(x, pos[::-1].copy(), 10000.0, interleaved).data,
+                               rope_numpy(x.data, pos[::-1], 10000.0, interleaved), atol=1e-13)
+    xt = leaf(np.ascontiguousarray(x.data.transpose(0, 2, 1, 3)))
+    yt = F.rope(xt, offset, 10000.0, interleaved, layout="bthd")
+    np.testing.assert_allclose(yt.data.transpose(0, 2, 1, 3), want, atol=1e-13)
+    check_grads("gpt.rope", lambda a: F.rope(a, offset, 500.0, interleaved, layout="bthd"), xt)
+
+
+def test_rope_fp32_tables_cached():
+    assert_fp32_matches_fp64(lambda a: F.rope(a, 5), randn(2, 2, 7, 8))
+    c1, _ = rope_tables(100, 8, 10000.0, np.float32)
+    c2, _ = rope_tables(120, 8, 10000.0, np.float32)
+    assert c1 is c2 and c1.dtype == np.float32 and c1.shape[0] >= 120
+    assert rope_tables(100, 8, 10000.0, np.float64)[0] is not c1
+
+
+def test_rope_torch_half_split():
+    torch = pytest.importorskip("torch")
+    x = randn(2, 3, 6, 8)
+    hd = 8
+    inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.arange(4, 10, dtype=torch.float64)[:, None] * inv[None]
+    emb = torch.cat([ang, ang], -1)                     # HF Llama: cat(freqs, freqs), rotate_half
+    tx = torch.from_numpy(x)
+    rot = torch.cat([-tx[..., hd // 2:], tx[..., :hd // 2]], -1)
+    want = tx * emb.cos() + rot * emb.sin()
+    np.testing.assert_allclose(F.rope(leaf(x), 4).data, want.numpy(), atol=1e-13)
+
+
+# ---------------------------------------------------------------- causal attention
+def attention_numpy(q, k, v, scale):
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, 1), np.repeat(v, g, 1)
+    s = q @ k.swapaxes(-1, -2) * scale
+    T = q.shape[2]
+    s = np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def attention_composed(q, k, v, scale):
+    """Masked softmax attention from primitive Tensor ops (GQA by repeating kv heads)."""
+    B, H, T, hd = q.shape
+    g = H // k.shape[1]
+    if g > 1:
+        k = mg.stack([k] * g, dim=2).reshape(B, H, T, hd)
+        v = mg.stack([v] * g, dim=2).reshape(B, H, T, hd)
+    s = (q @ k.transpose(-1, -2)) * scale
+    mask = mg.tensor(np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, 0.0))
+    s = s + mask
+    p = (s - s.max(axis=-1, keepdims=True).detach()).exp()
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+ATTN_SHAPES = [  # B, Hq, Hkv, T, hd
+    (2, 4, 4, 5, 4), (2, 4, 2, 7, 6), (1, 3, 1, 1, 4), (3, 2, 1, 9, 3), (1, 2, 2, 70, 5),
+]
+
+
+@pytest.fixture(params=["blas", "c"])
+def driver(request):
+    old = attention_ops._settings["driver"], attention_ops.BLOCK_ROWS
+    attention_ops.set_attention_driver(request.param)
+    attention_ops.BLOCK_ROWS = 4          # several blocks even on tiny T
+    yield request.param
+    attention_ops._settings["driver"], attention_ops.BLOCK_ROWS = old
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,T,hd", ATTN_SHAPES)
+def test_attention_gradcheck_and_references(driver, B, Hq, Hkv, T, hd):
+    q = leaf(randn(B, Hq, T, hd))
+    k, v = leaf(randn(B, Hkv, T, hd, seed=1)), leaf(randn(B, Hkv, T, hd, seed=2))
+    fn = lambda a, b, c: F.causal_attention(a, b, c)
+    if T <= 9:
+        check_grads("gpt.causal_attention", fn, q, k, v)
+    else:
+        check_grads("gpt.causal_attention", fn, q, k, v, fast=True)
+    out = fn(q, k, v)
+    np.testing.assert_allclose(out.data, attention_numpy(q.data, k.data, v.data, hd ** -0.5), atol=1e-13)
+    ref = attention_composed(q, k, v, hd ** -0.5)
+    np.testing.assert_allclose(out.data, ref.data, atol=1e-13)
+    g = mg.tensor(randn(*out.shape, seed=5))
+    ours = [t.grad.data.copy() for t in _backprop(out, g, (q, k, v))]
+    theirs = [t.grad.data.copy() for t in _backprop(ref, g, (q, k, v))]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def _backprop(out, g, leaves):
+    for t in leaves:
+        t.grad = None
+    (out * g).sum().backward()
+    return leaves
+
+
+def test_attention_bthd_layout_and_scale(driver):
+    q, k, v = randn(2, 6, 4, 8), randn(2, 6, 2, 8, seed=1), randn(2, 6, 2, 8, seed=2)
+    tr = lambda a: np.ascontiguousarray(a.transpose(0, 2, 1, 3))
+    want = attention_numpy(tr(q), tr(k), tr(v), 0.7)
+    out = F.causal_attention(leaf(q), leaf(k), leaf(v), scale=0.7, layout="bthd")
+    np.testing.assert_allclose(tr(out.data), want, atol=1e-13)
+    check_grads("gpt.causal_attention", lambda a, b, c: F.causal_attention(a, b, c, 0.7, "bthd"),
+                leaf(q), leaf(k), leaf(v))
+
+
+def test_attention_fp32(driver):
+    assert_fp32_matches_fp64(F.causal_attention, randn(2, 4, 33, 16), randn(2, 2, 33, 16, seed=1),
+                             randn(2, 2, 33, 16, seed=2))
+
+
+def test_attention_inference_matches_training_path():
+    q, k, v = randn(2, 4, 10, 8), randn(2, 2, 10, 8, seed=1), randn(2, 2, 10, 8, seed=2)
+    full = F.causal_attention(leaf(q), leaf(k), leaf(v)).data
+    for t in range(10):          # the last rows against all earlier keys, as with a KV cache
+        for rows in (1, 10 - t):
+            lo = max(t + 1 - rows, 0)
+            o = attention_ops.attention_inference(q[:, :, lo:t + 1], k[:, :, :t + 1], v[:, :, :t + 1])
+            np.testing.assert_allclose(o, full[:, :, lo:t + 1], atol=1e-13)
+
+
+def test_attention_torch_sdpa():
+    torch = pytest.importorskip("torch")
+    q, k, v = randn(2, 4, 37, 16), randn(2, 4, 37, 16, seed=1), randn(2, 4, 37, 16, seed=2)
+    tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+    tout = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+    g = randn(*q.shape, seed=4)
+    tout.backward(torch.from_numpy(g))
+    mq, mk, mv = leaf(q), leaf(k), leaf(v)
+    out = F.causal_attention(mq, mk, mv)
+    (out * mg.tensor(g)).sum().backward()
+    np.testing.assert_allclose(out.data, tout.detach().numpy(), atol=1e-12)
+    for ours, theirs in ((mq, tq), (mk, tk), (mv, tv)):
+        np.testing.assert_allclose(ours.grad.data, theirs.grad.numpy(), atol=1e-12)
+
+
+# ---------------------------------------------------------------- cross entropy
+def cross_entropy_numpy(z, t, ignore_index, reduction):
+    lse = np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1)) + z.max(-1)
+    keep = t != ignore_index
+    loss = np.where(keep, lse - z[np.arange(len(t)), np.where(keep, t, 0)], 0.0)
+    return {"none": loss, "sum": loss.sum(), "mean": loss.sum() / keep.sum()}[reduction]
+
+
+def cross_entropy_composed(z, t, ignore_index, reduction):
+    keep = t != ignore_index
+    m = z.max(axis=-1, keepdims=True).detach()
+    logp = z - m - (z - m).exp().sum(axis=-1, keepdims=True).log()
+    onehot = np.zeros(z.shape)
+    onehot[np.arange(len(t))[keep], t[keep]] = 1
+    loss = -(logp * mg.tensor(onehot)).sum(axis=-1)
+    return {"none": loss, "sum": loss.sum(), "mean": loss.sum() / keep.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("N,V", [(1, 1), (5, 7), (12, 33)])
+def test_cross_entropy_gradcheck_and_references(N, V, reduction):
+    z = leaf(randn(N, V) * 3)
+    t = np.random.default_rng(1).integers(0, V, N)
+    if N > 2:
+        t[1] = -100
+    fn = lambda a: F.cross_entropy(a, t, reduction=reduction)
+    check_grads("gpt.cross_entropy", fn, z)
+    want = cross_entropy_numpy(z.data, t, -100, reduction)
+    np.testing.assert_allclose(fn(z).data, want, rtol=1e-13, atol=1e-13)
+    ref = cross_entropy_composed(z, t, -100, reduction)
+    np.testing.assert_allclose(ref.data, want, rtol=1e-12, atol=1e-12)
+    g = randn(*np.shape(want), seed=2)
+    ours = _backprop(fn(z), mg.tensor(g), (z,))[0].grad.data.copy()
+    theirs = _backprop(ref, mg.tensor(g), (z,))[0].grad.data.copy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-12)
+
+
+def test_cross_entropy_custom_ignore_fp32_and_torch():
+    z, t = randn(9, 17) * 4, np.random.default_rng(3).integers(0, 17, 9)
+    t[[0, 4]] = 3
+    check_grads("gpt.cross_entropy", lambda a: F.cross_entropy(a, t, ignore_index=3), leaf(z))
+    assert_fp32_matches_fp64(lambda a: F.cross_entropy(a, t, ignore_index=3, reduction="none"), z)
+    allign = F.cross_entropy(leaf(z), np.full(9, -100))
+    assert np.isnan(allign.item())
+    torch = pytest.importorskip("torch")
+    for reduction in ("mean", "sum", "none"):
+        tz = torch.from_numpy(z).requires_grad_()
+        tl = torch.nn.functional.cross_entropy(tz, torch.from_numpy(t), ignore_index=3, reduction=reduction)
+        tl.sum().backward()
+        mz = leaf(z)
+        ml = F.cross_entropy(mz, t, ignore_index=3, reduction=reduction)
+        ml.sum().backward()
+        np.testing.assert_allclose(ml.data, tl.detach().numpy(), atol=1e-12)
+        np.testing.assert_allclose(mz.grad.data, tz.grad.numpy(), atol=1e-12)
+
+
+def test_cross_entropy_large_logits_stable():
+    z = np.array([[1000.0, 0.0, -1000.0]], np.float32)
+    assert np.isclose(F.cross_entropy(mg.tensor(z), np.array([0])).item(), 0.0)
+
+
+# ---------------------------------------------------------------- swiglu
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (2, 3, 11)])
+def test_swiglu_gradcheck_and_composed(shape):
+    g, u = leaf(randn(*shape) * 2), leaf(randn(*shape, seed=1))
+    check_grads("gpt.swiglu", F.swiglu, g, u)
+    out = F.swiglu(g, u)
+    ref = g * g.sigmoid() * u
+    np.testing.assert_allclose(out.data, ref.data, rtol=1e-13, atol=1e-14)
+    cot = mg.tensor(randn(*shape, seed=3))
+    ours = [t.grad.data.copy() for t in _backprop(out, cot, (g, u))]
+    theirs = [t.grad.data.copy() for t in _backprop(ref, cot, (g, u))]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+def test_swiglu_fp32_and_extremes():
+    assert_fp32_matches_fp64(F.swiglu, randn(5, 64) * 3, randn(5, 64, seed=1))
+    big = mg.tensor(np.array([-200.0, 200.0, 0.0], np.float32))
+    assert np.all(np.isfinite(F.swiglu(big, mg.ones(3)).data))
+
+
+# ---------------------------------------------------------------- validation
+def test_bad_inputs_raise_clear_errors():
+    x32, x64 = mg.randn(2, 4), mg.randn(2, 4).double()
+    with pytest.raises(TypeError, match="mix float32 and float64"):
+        F.rms_norm(x32, mg.ones(4).double())
+    with pytest.raises(ValueError, match="rms_norm: weight has shape"):
+        F.rms_norm(x32, mg.ones(3))
+    with pytest.raises(ValueError, match="head size must be even"):
+        F.rope(mg.randn(1, 1, 2, 5), 0)
+    with pytest.raises(ValueError, match="offset"):
+        F.rope(mg.randn(1, 1, 2, 4), -1)
+    with pytest.raises(ValueError, match="multiple of kv heads"):
+        F.causal_attention(mg.randn(1, 3, 4, 8), mg.randn(1, 2, 4, 8), mg.randn(1, 2, 4, 8))
+    with pytest.raises(ValueError, match="same shape"):
+        F.causal_attention(mg.randn(1, 2, 4, 8), mg.randn(1, 2, 4, 8), mg.randn(1, 2, 3, 8))
+    with pytest.raises(IndexError, match="targets contains 7"):
+        F.cross_entropy(mg.randn(3, 7), np.array([0, 7, 1]))
+    with pytest.raises(IndexError, match="targets contains -1"):
+        F.cross_entropy(mg.randn(3, 7), np.array([0, -1, 1]))
+    with pytest.raises(TypeError, match="integer"):
+        F.cross_entropy(mg.randn(3, 7), np.array([0.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="reduction"):
+        F.cross_entropy(mg.randn(3, 7), np.array([0, 1, 1]), reduction="avg")
+    with pytest.raises(ValueError, match="swiglu: up has shape"):
+        F.swiglu(x32, mg.randn(2, 5))
+    with pytest.raises(TypeError, match="mix float32 and float64"):
+        F.swiglu(x32, x64)
