@@ -45,7 +45,7 @@ def normalize_index(index):
 
 def _single_int_array(index):
     """The int array when `index` is exactly (int_array, [full slices...]), else None."""
-    first = index[0]
+    first = index[0] if index else None
     if not (isinstance(first, np.ndarray) and first.dtype.kind in "iu"):
         return None
     if any(not (isinstance(i, slice) and i == slice(None)) and i is not Ellipsis for i in index[1:]):
