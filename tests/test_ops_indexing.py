@@ -36,8 +36,8 @@ INDICES = [
 def test_getitem_forward_and_gradcheck(name, shape, index):
     x = randn(*shape, seed=1)
     if isinstance(index, str):
-        out = check_op("indexing", lambda t: t[mg.tensor(IDX)], x, ref=lambda v: v[IDX])
-        out = check_op("indexing", lambda t: t[mg.tensor(MASK)], x, ref=lambda v: v[MASK])
+        check_op("indexing", lambda t: t[mg.tensor(IDX)], x, ref=lambda v: v[IDX])
+        check_op("indexing", lambda t: t[mg.tensor(MASK)], x, ref=lambda v: v[MASK])
         return
     np_index = np.asarray(index) if isinstance(index, list) else index
     check_op("indexing", lambda t: t[index], x, ref=lambda v: v[np_index])
@@ -63,7 +63,7 @@ def test_getitem_errors_name_op_and_shape():
     x = mg.ones(4, 3)
     with pytest.raises(IndexError, match=r"getitem: index \[5\] is invalid for shape \(4, 3\)"):
         x[5]
-    with pytest.raises(IndexError, match=r"getitem: index \[int64 array\(2,\)\] is invalid for shape \(4, 3\)"):
+    with pytest.raises(IndexError, match=r"getitem: index \[int64 array\(2,\)\] is invalid for shape \(4, 3"):
         x[np.array([0, 4])]
     with pytest.raises(IndexError, match=r"getitem: .*\(4, 3\)"):
         x[0, 0, 0]

@@ -95,14 +95,16 @@ def test_pad_simple_values():
 def test_shape_errors_name_op_and_shapes():
     x = mg.ones(2, 3)
     cases = [
-        (lambda: x.reshape(4, 2), ValueError, r"reshape: cannot view shape \(2, 3\) \(6 elements\) as \(4, 2\)"),
+        (lambda: x.reshape(4, 2), ValueError,
+         r"reshape: cannot view shape \(2, 3\) \(6 elements\) as \(4, 2\)"),
         (lambda: x.permute(0, 0), ValueError, r"permute: \(0, 0\) is not a permutation .* \(2, 3\)"),
         (lambda: x.permute(1, 0, 2), ValueError, r"permute: 3 dims"),
         (lambda: x.transpose(0, 2), IndexError, r"transpose: dim 2 is out of range for shape \(2, 3\)"),
         (lambda: x.expand(4, 3), ValueError, r"expand: shape \(2, 3\) cannot expand to \(4, 3\)"),
         (lambda: x.unsqueeze(3), IndexError, r"unsqueeze: dim 3"),
         (lambda: mg.cat([x, mg.ones(3, 3)], dim=1), ValueError,
-         r"cat: tensor 1 has shape \(3, 3\) but tensor 0 has shape \(2, 3\); sizes must match except in dim 1"),
+         r"cat: tensor 1 has shape \(3, 3\) but tensor 0 has shape \(2, 3\); sizes must match except in dim 1"
+         ),
         (lambda: mg.cat([]), ValueError, "cat: expected a non-empty"),
         (lambda: mg.stack([x, mg.ones(3, 2)]), ValueError, r"stack: tensor 1 has shape \(3, 2\)"),
         (lambda: x.split([1, 1], dim=1), ValueError, r"split: sizes \[1, 1\] do not add up to 3"),
