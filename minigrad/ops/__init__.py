@@ -2,9 +2,4 @@
 
 Importing this package attaches the PyTorch-like methods and operators to `Tensor`.
 """
-import importlib.util as _ilu
-
-from minigrad.ops import cast  # noqa: F401
-
-if _ilu.find_spec("minigrad.ops.tensor_methods") is not None:
-    from minigrad.ops import tensor_methods  # noqa: F401
+from minigrad.ops import cast, tensor_methods  # noqa: F401
