@@ -16,13 +16,14 @@ Elements are independent, so the chunked prange is bit-reproducible for any thre
 """
 from cython cimport floating
 from cython.parallel cimport prange
-from libc.math cimport sqrt, sqrtf
+from libc.math cimport isfinite, sqrt, sqrtf
 
 import numpy as np
 
 from minigrad.kernels.validate import check_finite_scalar, check_float
 
 cdef Py_ssize_t CHUNK = 1 << 15
+FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 cdef inline floating _sqrt(floating x) noexcept nogil:
@@ -136,6 +137,44 @@ def _validate(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2
         raise ValueError(f"{op}: step must be an integer >= 1 (1 on the first update), got {step!r}")
 
 
+cdef bint _looks_valid(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps,
+                       weight_decay, step):
+    """A fast, conservative version of `_validate` for the per-parameter hot path.
+
+    True only when every check `_validate` makes certainly passes; False sends the call through
+    `_validate`, which raises the clear error (or accepts an unusual but valid input).
+    """
+    cdef double lr_, b1, b2, eps_, wd
+    if type(param) is not np.ndarray or type(step) is not int or step < 1:
+        return False
+    try:
+        lr_, b1, b2, eps_, wd = lr, beta1, beta2, eps, weight_decay
+    except TypeError:
+        return False
+    if not (isfinite(lr_) and lr_ >= 0 and 0 <= b1 < 1 and 0 <= b2 < 1 and isfinite(eps_) and eps_ > 0
+            and isfinite(wd) and wd >= 0):
+        return False
+    dtype, shape = param.dtype, param.shape
+    if dtype is not FLOAT32 and dtype is not FLOAT64:
+        return False
+    arrays = (param, exp_avg, exp_avg_sq, grad) if max_exp_avg_sq is None else (
+        param, exp_avg, exp_avg_sq, max_exp_avg_sq, grad)
+    cdef Py_ssize_t i, j, n = len(arrays)
+    for i in range(n):
+        a = arrays[i]
+        if type(a) is not np.ndarray or a.dtype is not dtype or a.shape != shape:
+            return False
+        flags = a.flags
+        if not flags.c_contiguous or (i < n - 1 and not flags.writeable):
+            return False
+    if param.size:
+        for i in range(n):
+            for j in range(i + 1, n):
+                if np.may_share_memory(arrays[i], arrays[j]):
+                    return False
+    return True
+
+
 def adamw_step(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step,
                max_exp_avg_sq=None):
     """One AdamW update of `param`, `exp_avg`, `exp_avg_sq` (and `max_exp_avg_sq` for amsgrad), in place.
@@ -143,7 +182,10 @@ def adamw_step(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_d
     All arrays: same shape, same float dtype (float32 or float64), C-contiguous, no overlap.
     `step` counts updates including this one (1 on the first call). Validated here; then nogil.
     """
-    _validate(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step)
+    if not _looks_valid(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps,
+                        weight_decay, step):
+        _validate(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
+                  step)
     amsgrad = max_exp_avg_sq is not None
     flat = [a.reshape(-1) for a in (param, grad, exp_avg, exp_avg_sq)]
     vmax = max_exp_avg_sq.reshape(-1) if amsgrad else flat[3]
