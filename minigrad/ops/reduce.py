@@ -21,18 +21,21 @@ class _Reduction(Function):
     def setup(ctx, x, dims):
         ctx.shape = x.shape
         ctx.dims = dims
-        ctx.kshape = kept_shape(x.shape, dims)
+
+    @staticmethod
+    def kshape(ctx):
+        return kept_shape(ctx.shape, ctx.dims)
 
 
 class Sum(_Reduction):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         Sum.setup(ctx, x, dims)
-        return np.sum(x, axis=dims, keepdims=keepdim)
+        return x.sum(axis=dims, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g):
-        return expand_to(g, ctx.kshape, ctx.shape), None, None
+        return expand_to(g, _Reduction.kshape(ctx), ctx.shape), None, None
 
 
 class Mean(_Reduction):
@@ -40,11 +43,11 @@ class Mean(_Reduction):
     def forward(ctx, x, dims, keepdim):
         Mean.setup(ctx, x, dims)
         ctx.count = _count(x.shape, dims)
-        return np.mean(x, axis=dims, keepdims=keepdim)
+        return x.mean(axis=dims, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g):
-        return expand_to(g / ctx.count, ctx.kshape, ctx.shape), None, None
+        return expand_to(g / ctx.count, _Reduction.kshape(ctx), ctx.shape), None, None
 
 
 class _Extreme(_Reduction):
@@ -66,7 +69,7 @@ class _Extreme(_Reduction):
         x, y = ctx.saved_tensors
         mask = x == y
         count = mask.sum(axis=ctx.dims, keepdims=True)
-        return mask * (g.reshape(ctx.kshape) / count), None, None
+        return mask * (g.reshape(_Reduction.kshape(ctx)) / count), None, None
 
 
 class Max(_Extreme):
@@ -93,7 +96,7 @@ class Var(_Reduction):
     @staticmethod
     def backward(ctx, g):
         (d,) = ctx.saved_tensors
-        return g.reshape(ctx.kshape) * ctx.scale * d, None, None, None
+        return g.reshape(_Reduction.kshape(ctx)) * ctx.scale * d, None, None, None
 
 
 class LogSumExp(_Reduction):
@@ -109,7 +112,7 @@ class LogSumExp(_Reduction):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
-        return g.reshape(ctx.kshape) * np.exp(x - y), None, None
+        return g.reshape(_Reduction.kshape(ctx)) * np.exp(x - y), None, None
 
 
 def _logsumexp(x, dims):

@@ -22,6 +22,19 @@ def _operator(fn, reflected=False):
     return method
 
 
+def _arithmetic(function, reflected=False):
+    """A binary dunder applying `function` directly (the hot path of `a + b`)."""
+    def method(self, other):
+        try:
+            other = operand(other)
+        except TypeError:
+            return NotImplemented
+        return function.apply(other, self) if reflected else function.apply(self, other)
+
+    method.__name__ = function.__name__.lower()
+    return method
+
+
 def _inplace_operator(fn):
     def method(self, other):
         return inplace.binary_inplace(fn, self, other)
@@ -97,11 +110,11 @@ def _setitem(self, index, value):
 
 _METHODS = {
     # arithmetic operators
-    "__add__": _operator(binary.add), "__radd__": _operator(binary.add, True),
-    "__sub__": _operator(binary.sub), "__rsub__": _operator(binary.sub, True),
-    "__mul__": _operator(binary.mul), "__rmul__": _operator(binary.mul, True),
-    "__truediv__": _operator(binary.div), "__rtruediv__": _operator(binary.div, True),
-    "__pow__": _operator(binary.pow), "__rpow__": _operator(binary.pow, True),
+    "__add__": _arithmetic(binary.Add), "__radd__": _arithmetic(binary.Add, True),
+    "__sub__": _arithmetic(binary.Sub), "__rsub__": _arithmetic(binary.Sub, True),
+    "__mul__": _arithmetic(binary.Mul), "__rmul__": _arithmetic(binary.Mul, True),
+    "__truediv__": _arithmetic(binary.Div), "__rtruediv__": _arithmetic(binary.Div, True),
+    "__pow__": _arithmetic(binary.Pow), "__rpow__": _arithmetic(binary.Pow, True),
     "__matmul__": _operator(linalg.matmul), "__rmatmul__": _operator(linalg.matmul, True),
     "__neg__": elementwise.neg, "__pos__": lambda self: self, "__abs__": elementwise.abs,
     "__iadd__": _inplace_operator(binary.Add), "__isub__": _inplace_operator(binary.Sub),
