@@ -3,12 +3,18 @@
 `set_num_threads(n)` sets the OpenMP team size for every kernel and caps BLAS at the same n
 (through threadpoolctl when installed), so BLAS calls and OpenMP regions, which never overlap,
 each use n threads and never oversubscribe the machine.
+
+OpenMP keeps the team size per calling thread, so a Python thread that never called
+`set_num_threads` would use the OpenMP default. `sync_thread()` (called by `Function.apply` and
+`backward`) applies the library-wide setting to whichever thread runs an op.
 """
 import os
+import threading
 
 from minigrad.kernels import _threads
 
 _state = {"n": None, "blas_limiter": None}
+_local = threading.local()
 
 
 def _default_threads():
@@ -24,6 +30,7 @@ def set_num_threads(n):
     if n < 1:
         raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
     _threads.set_threads(n)
+    _local.n = n
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -31,6 +38,14 @@ def set_num_threads(n):
     if threadpool_limits is not None:
         _state["blas_limiter"] = threadpool_limits(limits=n, user_api="blas")
     _state["n"] = n
+
+
+def sync_thread():
+    """Give the calling thread's OpenMP team the library-wide size (cheap when already in sync)."""
+    n = _state["n"]
+    if n is not None and getattr(_local, "n", None) != n:
+        _threads.set_threads(n)
+        _local.n = n
 
 
 def get_num_threads():

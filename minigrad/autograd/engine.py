@@ -11,6 +11,7 @@ import numpy as np
 from minigrad.autograd import anomaly
 from minigrad.autograd.function import _FREED_MSG
 from minigrad.autograd.grad_mode import no_grad
+from minigrad.threads import sync_thread
 
 
 def unbroadcast(grad, shape, op_name="?"):
@@ -60,6 +61,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     """Accumulate d(sum_i <grad_i, tensor_i>)/d(leaf) into every leaf's `.grad`."""
     from minigrad.tensor import Tensor
 
+    sync_thread()
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     if grad_tensors is None or isinstance(grad_tensors, (Tensor, np.ndarray)):

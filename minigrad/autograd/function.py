@@ -19,6 +19,7 @@ import numpy as np
 
 from minigrad.autograd import anomaly
 from minigrad.autograd.grad_mode import is_grad_enabled
+from minigrad.threads import sync_thread
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or to read saved tensors after they "
               "were freed). Saved values are freed by .backward(); pass retain_graph=True to the first "
@@ -125,6 +126,7 @@ class Function:
     def apply(cls, *args, **kwargs):
         from minigrad.tensor import Tensor
 
+        sync_thread()
         dtype = None
         for a in args:
             if isinstance(a, Tensor) and a.data.dtype.kind == "f":
