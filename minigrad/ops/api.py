@@ -37,6 +37,7 @@ from minigrad.ops.reduce import (  # noqa: A004
 from minigrad.ops.shape import expand, flatten, permute, reshape, squeeze, transpose, unsqueeze, view
 
 clip = clamp
+amax, amin = max, min
 concat = concatenate = cat
 
 __all__ = [
@@ -44,7 +45,8 @@ __all__ = [
     "eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "logical_and", "logical_or", "logical_not",
     "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "softplus", "erf",
     "clamp", "clip",
-    "sum", "mean", "max", "min", "var", "std", "logsumexp", "softmax", "log_softmax", "argmax", "argmin",
+    "sum", "mean", "max", "min", "amax", "amin", "var", "std", "logsumexp", "softmax", "log_softmax",
+    "argmax", "argmin",
     "reshape", "view", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
     "cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "getitem",
     "matmul", "embedding",

@@ -1,7 +1,7 @@
 """Attach PyTorch-like operators and methods to `Tensor` (imported once by `minigrad.ops`).
 
 Reductions take PyTorch's `dim`/`keepdim` or numpy's `axis`/`keepdims`. `x.max(dim)` returns the
-values only (not PyTorch's (values, indices) pair); use `argmax` for the indices.
+values only, like `amax` (not PyTorch's (values, indices) pair); use `argmax` for the indices.
 """
 from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
 from minigrad.ops._common import operand, pick_dims, pick_keepdim
@@ -139,6 +139,7 @@ _METHODS = {
     # reductions
     "sum": _reduction(reduce.sum), "mean": _reduction(reduce.mean),
     "max": _extremum(reduce.max, binary.maximum), "min": _extremum(reduce.min, binary.minimum),
+    "amax": _reduction(reduce.max), "amin": _reduction(reduce.min),
     "var": _variance(reduce.var), "std": _variance(reduce.std),
     "logsumexp": _reduction(reduce.logsumexp),
     "argmax": _reduction(reduce.argmax), "argmin": _reduction(reduce.argmin),
