@@ -188,13 +188,13 @@ def worker(args):
 
 # ---- driver --------------------------------------------------------------------------------------
 def sgemm_rate(threads, c):
-    """Best GFLOP/s of float32 numpy matmul at the step's dominant GEMM shapes."""
+    """Best GFLOP/s of float32 numpy matmul: the step's dominant GEMM shapes and a 1024^3 square."""
     from threadpoolctl import threadpool_limits
 
-    M, C = c["B"] * c["T"], c["d_model"]
+    rows, C = c["B"] * c["T"], c["d_model"]
     best = 0.0
     with threadpool_limits(threads, user_api="blas"):
-        for K, N in ((C, 4 * C), (4 * C, C), (C, C)):
+        for M, K, N in ((rows, C, 4 * C), (rows, 4 * C, C), (rows, C, C), (1024, 1024, 1024)):
             a = np.random.rand(M, K).astype(np.float32)
             b = np.random.rand(K, N).astype(np.float32)
             a @ b
