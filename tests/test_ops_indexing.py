@@ -134,6 +134,17 @@ def test_inplace_arithmetic_in_graph_matches_out_of_place():
              ref=lambda x, w: (((x + w) * x - 2.0) / (w * w + 1)) ** 2)
 
 
+def test_inplace_with_itself_in_graph():
+    check_op("indexing", lambda x: _self_inplace(x * 1.0), randn(4, seed=16), ref=lambda v: 1.5 * v ** 4)
+
+
+def _self_inplace(y):
+    y *= y
+    y += y
+    y *= y * 0.375      # (2 v^2)^2 * 0.375 = 1.5 v^4
+    return y
+
+
 def test_inplace_outside_graph():
     a = mg.zeros(2, 3)
     a += mg.ones(3)

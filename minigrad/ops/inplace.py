@@ -62,7 +62,7 @@ def binary_inplace(fn, t, other):
     other = operand(other)
     _check_dtypes(op, t, other)
     if _recording(t, other):
-        return _in_graph(op, t, lambda old: fn.apply(old, other))
+        return _in_graph(op, t, lambda old: fn.apply(old, old if other is t else other))   # x *= x
     try:
         _UFUNCS[fn](t.data, array_of(other), out=t.data)
     except ValueError:
