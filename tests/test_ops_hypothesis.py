@@ -134,3 +134,18 @@ def test_reductions_over_random_dims(shape, data):
     out.sum().backward()
     n = x.size if axis is None else int(np.prod([shape[d] for d in axis]))
     np.testing.assert_allclose(t.grad.data, np.full(shape, 1 + 1 / n), rtol=1e-13)
+
+
+@FAST
+@given(batch=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=2, max_side=3),
+       mkn=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)),
+       vector=st.sampled_from(["none", "left", "right", "both"]), seed=st.integers(0, 2 ** 16))
+def test_matmul_shapes_match_numpy_and_gradcheck(batch, mkn, vector, seed):
+    m, k, n = mkn
+    sa, sb = batch.input_shapes
+    sa = (k,) if vector in ("left", "both") else sa + (m, k)
+    sb = (k,) if vector in ("right", "both") else sb + (k, n)
+    a, b = _values(sa, seed), _values(sb, seed + 3)
+    out = leaf(a) @ leaf(b)
+    np.testing.assert_allclose(out.data, np.matmul(a, b), rtol=1e-13)
+    assert gradcheck(lambda x, y: x @ y, [leaf(a), leaf(b)])
