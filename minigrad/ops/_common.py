@@ -34,10 +34,6 @@ def as_tensor(x):
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
-def shape_of(x):
-    return x.shape if isinstance(x, (Tensor, np.ndarray)) else ()
-
-
 def array_of(x):
     """The numpy array behind a Tensor (or `x` itself)."""
     return x.data if isinstance(x, Tensor) else x

@@ -6,8 +6,7 @@ output grads (zeros for unused outputs); pad -> the grad cropped to where x was 
 import numpy as np
 
 from minigrad.autograd.function import Function
-from minigrad.ops._common import normalize_dim, operand, shape_str
-from minigrad.tensor import Tensor
+from minigrad.ops._common import as_tensor, normalize_dim, operand, shape_str
 
 
 class Cat(Function):
@@ -80,11 +79,10 @@ class Pad(Function):
 
 
 def _tensors(op, tensors):
-    tensors = [operand(t) for t in tensors]
+    tensors = list(tensors)
     if not tensors:
         raise ValueError(f"{op}: expected a non-empty sequence of tensors")
-    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
-    return tensors
+    return [as_tensor(operand(t)) for t in tensors]
 
 
 def cat(tensors, dim=0):

@@ -8,8 +8,7 @@ matrix, the batch dims of the other are folded into rows so each product is one 
 import numpy as np
 
 from minigrad.autograd.function import Function
-from minigrad.ops._common import operand, shape_str
-from minigrad.tensor import Tensor
+from minigrad.ops._common import as_tensor, operand, shape_str
 
 
 def _matmul_error(a_shape, b_shape):
@@ -81,7 +80,4 @@ class MatMul(Function):
 
 def matmul(a, b):
     """a @ b with numpy's matmul semantics."""
-    a, b = operand(a), operand(b)
-    a = a if isinstance(a, Tensor) else Tensor(a)
-    b = b if isinstance(b, Tensor) else Tensor(b)
-    return MatMul.apply(a, b)
+    return MatMul.apply(as_tensor(operand(a)), as_tensor(operand(b)))
