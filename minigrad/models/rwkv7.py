@@ -23,9 +23,6 @@ from minigrad.tensor import Tensor
 
 __all__ = ["RWKV7Config", "RWKV7"]
 
-_VECTOR = (1, 1)  # leading dims of the (1, 1, C) per-channel parameters
-
-
 def _param(shape, dtype):
     return Parameter(np.zeros(shape, dtype=dtype))
 
@@ -46,7 +43,7 @@ class RWKV7TimeMix(Module):
         super().__init__()
         C = cfg.d_model
         self.layer_id, self.head_size = layer_id, cfg.head_size
-        vec = (*_VECTOR, C)
+        vec = (1, 1, C)  # per-channel parameters keep the official (1, 1, C) shape
         for name in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "w0", "a0"):
             setattr(self, name, _param(vec, dtype))
         self.w1, self.w2 = _param((C, cfg.d_decay_lora), dtype), _param((cfg.d_decay_lora, C), dtype)
@@ -73,7 +70,7 @@ class RWKV7ChannelMix(Module):
     def __init__(self, cfg, dtype):
         super().__init__()
         C = cfg.d_model
-        self.x_k = _param((*_VECTOR, C), dtype)
+        self.x_k = _param((1, 1, C), dtype)
         self.key = Linear(C, cfg.ffn_hidden, bias=False, dtype=dtype)
         self.value = Linear(cfg.ffn_hidden, C, bias=False, dtype=dtype)
 
@@ -113,6 +110,10 @@ class RWKV7(Module):
 
     def __init__(self, config, dtype=np.float32, seed=None):
         super().__init__()
+        self._build(config, dtype)
+        self._load_arrays(official_init(config, seed=seed, dtype=self.dtype))
+
+    def _build(self, config, dtype):
         if not isinstance(config, RWKV7Config):
             raise TypeError(f"RWKV7: config must be an RWKV7Config, got {type(config).__name__}")
         dtype = np.dtype(dtype)
@@ -124,7 +125,6 @@ class RWKV7(Module):
         self.blocks = ModuleList([RWKV7Block(config, i, dtype) for i in range(config.n_layer)])
         self.ln_out = LayerNorm(C, dtype=dtype)
         self.head = Linear(C, V, bias=False, dtype=dtype)
-        self._load_arrays(official_init(config, seed=seed, dtype=dtype))
 
     @property
     def dtype(self):
@@ -140,7 +140,9 @@ class RWKV7(Module):
         arrays = {k: np.asarray(v.data if isinstance(v, Tensor) else v) for k, v in state_dict.items()}
         config = config_from_state_dict(arrays)
         dtype = np.float64 if arrays["emb.weight"].dtype == np.float64 else np.float32
-        model = cls(config, dtype=dtype, seed=0)
+        model = cls.__new__(cls)
+        Module.__init__(model)
+        model._build(config, dtype)  # no official init: every parameter is overwritten next
         model._load_arrays(arrays)
         return model
 
@@ -198,7 +200,7 @@ class RWKV7(Module):
             state = [(None, None, None)] * self.config.n_layer
         else:
             self._check_state(state, idx.shape[0])
-        x = _norm(self.blocks[0].ln0, self.emb(Tensor(idx)))
+        x = _norm(self.blocks[0].ln0, self.emb(idx))
         v_first = None
         new_state = []
         for block, layer_state in zip(self.blocks, state):
