@@ -153,6 +153,17 @@ def test_fp32_matches_fp64():
     np.testing.assert_allclose(l32.data, l64.data, rtol=1e-4, atol=1e-4 * np.abs(l64.data).max())
 
 
+def test_fp32_gradients_match_fp64():
+    m64, weights = make(SMALL)
+    m32 = RWKV7.from_state_dict({k: v.astype(np.float32) for k, v in weights.items()})
+    idx = tokens(SMALL, 2, 17)
+    cot = np.random.default_rng(4).standard_normal((2, 17, SMALL["vocab_size"]))
+    g64, g32 = _grads(m64, idx, [17], cot), _grads(m32, idx, [17], cot.astype(np.float32))
+    for name, g in g64.items():
+        assert g32[name].dtype == np.float32
+        assert np.abs(g32[name] - g).max() <= 1e-4 * np.abs(g).max(), name
+
+
 # ---- gradients -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("B,T,fast", [(2, 4, False), (1, 1, True), (3, 19, True)])
 def test_whole_model_gradcheck_every_parameter(B, T, fast):
