@@ -10,16 +10,33 @@ per-thread accumulators `acc` of shape (nthreads, P, C) that the caller sums ove
 """
 from cython cimport floating
 from cython.parallel cimport prange
-from libc.math cimport exp, sqrt, tanh
+from libc.math cimport exp, sqrt, tanh, tanhf
 
+from minigrad.kernels._fastmath cimport mg_expf
 from minigrad.kernels._openmp cimport omp_get_max_threads
 
 cdef double DECAY_SCALE = exp(-0.5)   # w = exp(-exp(-0.5) * sigmoid(z)), the exact x070 constant
 cdef double KK_EPS = 1e-12            # kk = kk / max(||kk||, 1e-12)
 
 
-cdef inline double _sigmoid(double z) noexcept nogil:
-    return 1.0 / (1.0 + exp(-z))
+cdef inline floating _exp(floating z) noexcept nogil:
+    """float32: the vectorisable mg_expf (< 1 ulp); float64: libm exp."""
+    if floating is float:
+        return mg_expf(z)
+    else:
+        return exp(z)
+
+
+cdef inline floating _sigmoid(floating z) noexcept nogil:
+    cdef floating one = 1      # a typed 1: keeps float32 maths in float (vectorisable)
+    return one / (one + _exp(-z))
+
+
+cdef inline floating _tanh(floating z) noexcept nogil:
+    if floating is float:
+        return tanhf(z)
+    else:
+        return tanh(z)
 
 
 def num_threads():
@@ -34,7 +51,7 @@ def tanh_forward(floating[:, ::1] h):
     with nogil:
         for m in prange(M, schedule="static"):
             for d in range(D):
-                h[m, d] = tanh(h[m, d])
+                h[m, d] = _tanh(h[m, d])
 
 
 # h: (M, D) in place
@@ -78,31 +95,51 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
     """
     cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H, m, h, n, c
     cdef bint vres_on = zv.shape[0] > 0
-    cdef double ss, inv, kkc, ac, s
+    cdef floating decay = <floating>DECAY_SCALE
+    cdef double ss, kc
+    cdef floating inv, z
+    cdef const floating* kr
+    cdef const floating* vr
+    cdef const floating* vfr
+    cdef floating* zwr
+    cdef floating* zar
+    cdef floating* zvr
+    cdef floating* wr
+    cdef floating* kkr
+    cdef floating* kmr
+    cdef floating* vsr
+    cdef floating* awr
+    cdef floating* bwr
     with nogil:
         for m in prange(M, schedule="static"):
+            # one row at a time, in short loops over few arrays so that gcc vectorises them
+            kr, vr, zwr, zar, wr = &k[m, 0], &v[m, 0], &zw[m, 0], &za[m, 0], &w[m, 0]
+            kkr, kmr, awr, bwr = &kk[m, 0], &kmod[m, 0], &aw[m, 0], &bw[m, 0]
             for c in range(C):
-                zw[m, c] = zw[m, c] + w0[c]
-                w[m, c] = <floating>exp(-DECAY_SCALE * _sigmoid(zw[m, c]))
-                za[m, c] = <floating>_sigmoid(a0[c] + za[m, c])
-                kmod[m, c] = k[m, c] * (1 + (za[m, c] - 1) * k_a[c])
-                if vres_on:
-                    s = _sigmoid(v0[c] + zv[m, c])
-                    zv[m, c] = <floating>s
-                    vres[m, c] = <floating>(v[m, c] + (vfirst[m, c] - v[m, c]) * s)
+                z = zwr[c] + w0[c]
+                zwr[c] = z
+                wr[c] = _exp(-decay * _sigmoid(z))
+            for c in range(C):
+                zar[c] = _sigmoid(a0[c] + zar[c])
+            for c in range(C):
+                kmr[c] = kr[c] * (1 + (zar[c] - 1) * k_a[c])
+            if vres_on:
+                zvr, vfr, vsr = &zv[m, 0], &vfirst[m, 0], &vres[m, 0]
+                for c in range(C):
+                    zvr[c] = _sigmoid(v0[c] + zvr[c])
+                for c in range(C):
+                    vsr[c] = vr[c] + (vfr[c] - vr[c]) * zvr[c]
             for h in range(H):
                 ss = 0.0
-                for n in range(N):
-                    kkc = <double>k[m, h * N + n] * k_k[h * N + n]
-                    ss = ss + kkc * kkc
-                inv = 1.0 / max(sqrt(ss), KK_EPS)
-                for n in range(N):
-                    c = h * N + n
-                    kkc = <double>k[m, c] * k_k[c] * inv
-                    ac = za[m, c]
-                    kk[m, c] = <floating>kkc
-                    aw[m, c] = <floating>(-kkc)
-                    bw[m, c] = <floating>(kkc * ac)
+                for n in range(h * N, h * N + N):
+                    kc = <double>kr[n] * k_k[n]
+                    ss = ss + kc * kc
+                inv = <floating>(1.0 / max(sqrt(ss), KK_EPS))
+                for n in range(h * N, h * N + N):
+                    kkr[n] = kr[n] * k_k[n] * inv
+            for c in range(C):
+                awr[c] = -kkr[c]
+                bwr[c] = kkr[c] * zar[c]
 
 
 # gv_in: (M, C) dL/dv_used (WKV + bonus paths), and the forward's tensors (see prepare_forward)
@@ -133,12 +170,23 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
     cdef Py_ssize_t tid, m, h, n, c, lo, hi
     cdef bint vres_on = sv.shape[0] > 0
-    cdef double ss, nrm, dot, gkkc, gkk0, ga, ac, sig, s, gz
+    cdef floating decay = <floating>DECAY_SCALE
+    cdef double ss, dot, kc, gkkc
+    cdef floating nrm_inv, gkk0, gz, ac, sig, s
     cdef floating* aw0
     cdef floating* aa0
     cdef floating* av0
     cdef floating* akk
     cdef floating* aka
+    cdef const floating* kr
+    cdef const floating* ar
+    cdef const floating* kkr
+    cdef const floating* dkr
+    cdef const floating* dar
+    cdef const floating* dbr
+    cdef const floating* gvr
+    cdef floating* gkr
+    cdef floating* gzr
     with nogil:
         for tid in prange(nthreads, schedule="static", num_threads=nthreads):
             aw0 = &acc[tid, 0, 0]
@@ -151,42 +199,50 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
             lo = tid * rows
             hi = min(lo + rows, M)
             for m in range(lo, hi):
+                kr, ar, kkr, dkr = &k[m, 0], &a[m, 0], &kk[m, 0], &dkmod[m, 0]
+                dar, dbr, gkr = &daw[m, 0], &dbw[m, 0], &gk[m, 0]
                 for h in range(H):
                     ss = 0.0
                     dot = 0.0
-                    for n in range(N):
-                        c = h * N + n
-                        ss = ss + (<double>k[m, c] * k_k[c]) * (<double>k[m, c] * k_k[c])
-                        dot = dot + <double>kk[m, c] * (-daw[m, c] + <double>dbw[m, c] * a[m, c])
-                    nrm = sqrt(ss)
-                    for n in range(N):
-                        c = h * N + n
-                        ac = a[m, c]
-                        gkkc = -daw[m, c] + <double>dbw[m, c] * ac
-                        if nrm > KK_EPS:
-                            gkk0 = (gkkc - kk[m, c] * dot) / nrm
-                        else:
-                            gkk0 = gkkc / KK_EPS
-                        gk[m, c] = <floating>(dkmod[m, c] * (1 + (ac - 1) * k_a[c]) + k_k[c] * gkk0)
-                        akk[c] = akk[c] + <floating>(gkk0 * k[m, c])
-                        aka[c] = aka[c] + <floating>(<double>dkmod[m, c] * k[m, c] * (ac - 1))
-                        ga = <double>dbw[m, c] * kk[m, c] + <double>dkmod[m, c] * k[m, c] * k_a[c]
-                        gz = ga * ac * (1 - ac)
-                        g_za[m, c] = <floating>gz
-                        aa0[c] = aa0[c] + <floating>gz
-                        sig = _sigmoid(zw[m, c])
-                        gz = -DECAY_SCALE * dw[m, c] * w[m, c] * sig * (1 - sig)
-                        g_zw[m, c] = <floating>gz
-                        aw0[c] = aw0[c] + <floating>gz
-                        if vres_on:
-                            s = sv[m, c]
-                            gv[m, c] = <floating>(gv_in[m, c] * (1 - s))
-                            g_vfirst[m, c] = <floating>(gv_in[m, c] * s)
-                            gz = gv_in[m, c] * (vfirst[m, c] - v[m, c]) * s * (1 - s)
-                            g_zv[m, c] = <floating>gz
-                            av0[c] = av0[c] + <floating>gz
-                        else:
-                            gv[m, c] = gv_in[m, c]
+                    for n in range(h * N, h * N + N):
+                        kc = <double>kr[n] * k_k[n]
+                        ss = ss + kc * kc
+                        dot = dot + <double>kkr[n] * (<double>dbr[n] * ar[n] - dar[n])
+                    ss = sqrt(ss)
+                    nrm_inv = <floating>(1.0 / ss if ss > KK_EPS else 1.0 / KK_EPS)
+                    if ss <= KK_EPS:
+                        dot = 0.0
+                    for n in range(h * N, h * N + N):
+                        ac = ar[n]
+                        gkk0 = (dbr[n] * ac - dar[n] - kkr[n] * <floating>dot) * nrm_inv
+                        gkr[n] = dkr[n] * (1 + (ac - 1) * k_a[n]) + k_k[n] * gkk0
+                        akk[n] = akk[n] + gkk0 * kr[n]
+                        aka[n] = aka[n] + dkr[n] * kr[n] * (ac - 1)
+                gzr = &g_za[m, 0]
+                for c in range(C):
+                    ac = ar[c]
+                    gzr[c] = (dbr[c] * kkr[c] + dkr[c] * kr[c] * k_a[c]) * ac * (1 - ac)
+                for c in range(C):
+                    aa0[c] = aa0[c] + gzr[c]
+                gzr = &g_zw[m, 0]
+                for c in range(C):
+                    sig = _sigmoid(zw[m, c])
+                    gzr[c] = -decay * dw[m, c] * w[m, c] * sig * (1 - sig)
+                for c in range(C):
+                    aw0[c] = aw0[c] + gzr[c]
+                gvr = &gv_in[m, 0]
+                if vres_on:
+                    gzr = &g_zv[m, 0]
+                    for c in range(C):
+                        s = sv[m, c]
+                        gv[m, c] = gvr[c] * (1 - s)
+                        g_vfirst[m, c] = gvr[c] * s
+                        gzr[c] = gvr[c] * (vfirst[m, c] - v[m, c]) * s * (1 - s)
+                    for c in range(C):
+                        av0[c] = av0[c] + gzr[c]
+                else:
+                    for c in range(C):
+                        gv[m, c] = gvr[c]
 
 
 # y: (M, C) WKV output; r, kmod, vres, g: (M, C); r_k, ln_w, ln_b: (C,)

@@ -77,8 +77,9 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
                     gr = &gxs[m, b, t, 0]
                     mr = &mu[m, 0]
                     acc = &gmu_part[b, m, 0]
-                    for c in range(C):
+                    for c in range(C):      # short loops over few arrays: vectorised by gcc
                         gm = gr[c] * mr[c]
                         gxr[c] = gxr[c] + gr[c] - gm
                         gpr[c] = gpr[c] + gm
+                    for c in range(C):
                         acc[c] = acc[c] + gr[c] * (pr[c] - xr[c])

@@ -26,27 +26,30 @@ cdef extern from *:
        is pure vector updates over i with no horizontal sums. Each step is instantiated for
        head size 64 (constant trip counts: unrolled, vectors kept in registers) and any N. */
     #define MG_WKV_STEPS(T, SUF)                                                            \
-    static inline __attribute__((always_inline)) void mg_wkv_fwd_##SUF(T *ST, const T *r,  \
-            const T *w, const T *k, const T *v_, const T *a, const T *b, T *y, T *sa_out,  \
-            const Py_ssize_t N) {                                                          \
+    static inline __attribute__((always_inline)) void mg_wkv_fwd_##SUF(const T *Sin,      \
+            T *ST, const T *r, const T *w, const T *k, const T *v_, const T *a,            \
+            const T *b, T *y, T *sa_out, const Py_ssize_t N, const int want_y) {           \
+        /* ST = step(Sin); Sin == ST (in place) is allowed: each element is read, then   \
+           written, by the same iteration */                                              \
         T sa[N], yv[N], v[N];                                                              \
         for (Py_ssize_t i = 0; i < N; i++) { sa[i] = 0; yv[i] = 0; v[i] = v_[i]; }         \
         for (Py_ssize_t j = 0; j < N; j++) {                                               \
-            const T *row = ST + j * N, aj = a[j];                                          \
+            const T *row = Sin + j * N, aj = a[j];                                         \
             _Pragma("omp simd")                                                             \
             for (Py_ssize_t i = 0; i < N; i++) sa[i] += row[i] * aj;                       \
         }                                                                                  \
         for (Py_ssize_t j = 0; j < N; j++) {                                               \
-            T *row = ST + j * N, wj = w[j], kj = k[j], bj = b[j], rj = r[j];               \
+            const T *row = Sin + j * N, wj = w[j], kj = k[j], bj = b[j], rj = r[j];        \
+            T *out = ST + j * N;                                                           \
             _Pragma("omp simd")                                                             \
             for (Py_ssize_t i = 0; i < N; i++) {                                           \
                 T s = row[i] * wj + v[i] * kj + sa[i] * bj;                                \
-                row[i] = s;                                                                \
-                yv[i] += s * rj;                                                           \
+                out[i] = s;                                                                \
+                if (want_y) yv[i] += s * rj;                                               \
             }                                                                              \
         }                                                                                  \
         for (Py_ssize_t i = 0; i < N; i++) {                                               \
-            if (y) y[i] = yv[i];                                                           \
+            if (want_y) y[i] = yv[i];                                                      \
             if (sa_out) sa_out[i] = sa[i];                                                 \
         }                                                                                  \
     }                                                                                      \
@@ -89,10 +92,12 @@ cdef extern from *:
     }
     #define MG_WKV_DISPATCH(T, SUF)                                                         \
     MG_WKV_STEPS(T, SUF##_n)                                                               \
-    static void mg_wkv_fwd_##SUF(T *S, const T *r, const T *w, const T *k, const T *v,     \
-            const T *a, const T *b, T *y, T *sa_out, Py_ssize_t N) {                       \
-        if (N == 64) mg_wkv_fwd_##SUF##_n(S, r, w, k, v, a, b, y, sa_out, 64);             \
-        else mg_wkv_fwd_##SUF##_n(S, r, w, k, v, a, b, y, sa_out, N);                      \
+    static void mg_wkv_fwd_##SUF(const T *Sin, T *S, const T *r, const T *w, const T *k,   \
+            const T *v, const T *a, const T *b, T *y, T *sa_out, Py_ssize_t N) {           \
+        if (N == 64 && y) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, 64, 1);\
+        else if (N == 64) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, 64, 0);\
+        else if (y) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, N, 1);       \
+        else mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, N, 0);              \
     }                                                                                      \
     static void mg_wkv_bwd_##SUF(const T *Sp, const T *St, const T *sa, T *dS, const T *gy,\
             const T *r, const T *w, const T *k, const T *v, const T *a, const T *b, T *dr, \
@@ -105,12 +110,12 @@ cdef extern from *:
     MG_WKV_DISPATCH(float, f)
     MG_WKV_DISPATCH(double, d)
     """
-    void mg_wkv_fwd_f(float *S, const float *r, const float *w, const float *k, const float *v,
-                      const float *a, const float *b, float *y, float *sa_out,
-                      Py_ssize_t N) noexcept nogil
-    void mg_wkv_fwd_d(double *S, const double *r, const double *w, const double *k,
-                      const double *v, const double *a, const double *b, double *y,
-                      double *sa_out, Py_ssize_t N) noexcept nogil
+    void mg_wkv_fwd_f(const float *Sin, float *S, const float *r, const float *w,
+                      const float *k, const float *v, const float *a, const float *b, float *y,
+                      float *sa_out, Py_ssize_t N) noexcept nogil
+    void mg_wkv_fwd_d(const double *Sin, double *S, const double *r, const double *w,
+                      const double *k, const double *v, const double *a, const double *b,
+                      double *y, double *sa_out, Py_ssize_t N) noexcept nogil
     void mg_wkv_bwd_f(const float *Sp, const float *St, const float *sa, float *dS,
                       const float *gy, const float *r, const float *w, const float *k,
                       const float *v, const float *a, const float *b, float *dr, float *dw,
@@ -139,17 +144,18 @@ cdef inline void _transpose_inplace(floating* A, Py_ssize_t N) noexcept nogil:
             A[j * N + i] = tmp
 
 
-cdef inline void _step_forward(floating* S, const floating* r, const floating* w,
+cdef inline void _step_forward(const floating* Sin, floating* S, const floating* r, const floating* w,
                                const floating* k, const floating* v, const floating* a,
                                const floating* b, floating* y, floating* sa_out,
                                Py_ssize_t N) noexcept nogil:
-    """One step on one head, in place on the transposed state S^T; writes y_t and S_{t-1} a_t
-    (each only if its pointer is not NULL):  sa = S a;  S = S diag(w) + v k^T + sa b^T;  y = S r.
+    """One step on one head on transposed states: S^T = step(Sin^T) (Sin == S: in place); writes
+    y_t and S_{t-1} a_t (each only if its pointer is not NULL):
+        sa = S a;  S = S diag(w) + v k^T + sa b^T;  y = S r.
     """
     if floating is float:
-        mg_wkv_fwd_f(S, r, w, k, v, a, b, y, sa_out, N)
+        mg_wkv_fwd_f(Sin, S, r, w, k, v, a, b, y, sa_out, N)
     else:
-        mg_wkv_fwd_d(S, r, w, k, v, a, b, y, sa_out, N)
+        mg_wkv_fwd_d(Sin, S, r, w, k, v, a, b, y, sa_out, N)
 
 
 cdef inline void _step_backward(const floating* Sp, const floating* St, const floating* sa,
@@ -172,6 +178,23 @@ cdef inline void _step_backward(const floating* Sp, const floating* St, const fl
         mg_wkv_bwd_d(Sp, St, sa, dS, gy, r, w, k, v, a, b, dr, dw, dk, dv, da, db, N)
 
 
+def _check_wkv7(op, seqs, states, ckpt, chunk, need_ckpt):
+    """Sequence arrays (B, T, H, N), states (B, H, N, N), chunk >= 1 and the checkpoint buffer:
+    B*H*ceil(T/chunk)*N*N values (or 0 in a forward that saves nothing)."""
+    names = ("r", "w", "k", "v", "a", "b", "y") if len(seqs) == 7 else (
+        "r", "w", "k", "v", "a", "b", "gy", "dr", "dw", "dk", "dv", "da", "db")
+    snames = ("s0", "sT") if len(seqs) == 7 else ("gsT", "ds0")
+    spec = " ".join(f"{n}:B,T,H,N" for n in names) + " " + " ".join(f"{n}:B,H,N,N" for n in snames)
+    dims = check_kernel_args(op, spec, *seqs, *states)
+    check_kernel_scalar(op, "chunk", chunk, 1)
+    B, T, H, N = dims["B"], dims["T"], dims["H"], dims["N"]
+    full = B * H * (-(-T // chunk)) * N * N
+    if ckpt is None or ckpt.shape[0] not in ((full,) if need_ckpt else (full, 0)):
+        got = None if ckpt is None else ckpt.shape[0]
+        raise ValueError(f"{op}: ckpt must hold B*H*ceil(T/chunk)*N*N = {full} values"
+                         f"{'' if need_ckpt else ' (or 0)'}, got {got}")
+
+
 # r, w, k, v, a, b: (B, T, H, N); s0: (B, H, N, N) -> y: (B, T, H, N), sT: (B, H, N, N),
 # ckpt: (B, H, nchunk, N, N) transposed states S^T at chunk starts (or a (0,)-sized array:
 # no checkpoints, inference)
@@ -181,6 +204,7 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
                  const floating[:, :, :, ::1] s0, floating[:, :, :, ::1] y,
                  floating[:, :, :, ::1] sT, floating[::1] ckpt, Py_ssize_t chunk):
     """y_t = S_t r_t with S_t = S_{t-1} diag(w_t) + v_t k_t^T + (S_{t-1} a_t) b_t^T; S_0 = s0."""
+    _check_wkv7("wkv7_forward", (r, w, k, v, a, b, y), (s0, sT), ckpt, chunk, False)
     cdef Py_ssize_t B = r.shape[0], T = r.shape[1], H = r.shape[2], N = r.shape[3]
     cdef Py_ssize_t NN = N * N, nchunk = (T + chunk - 1) // chunk
     cdef bint save = ckpt.shape[0] > 0
@@ -195,7 +219,7 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
             for t in range(T):
                 if save and t % chunk == 0:
                     memcpy(&ckpt[(bh * nchunk + t // chunk) * NN], S, NN * sizeof(floating))
-                _step_forward(S, &r[bi, t, h, 0], &w[bi, t, h, 0], &k[bi, t, h, 0],
+                _step_forward(S, S, &r[bi, t, h, 0], &w[bi, t, h, 0], &k[bi, t, h, 0],
                               &v[bi, t, h, 0], &a[bi, t, h, 0], &b[bi, t, h, 0],
                               &y[bi, t, h, 0], <floating*>NULL, N)
             _transpose_inplace(S, N)
@@ -217,6 +241,7 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
     vectors S_{t-1} a_t into thread-private scratch, then applies `_step_backward` in reverse.
     The running adjoint dS lives in ds0 and ends as dL/dS_0.
     """
+    _check_wkv7("wkv7_backward", (r, w, k, v, a, b, gy, dr, dw, dk, dv, da, db), (gsT, ds0), ckpt, chunk, True)
     cdef Py_ssize_t B = r.shape[0], T = r.shape[1], H = r.shape[2], N = r.shape[3]
     cdef Py_ssize_t NN = N * N, nchunk = (T + chunk - 1) // chunk
     cdef Py_ssize_t bh, bi, h, c, t, t0, L, s
@@ -241,8 +266,7 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
                 memcpy(states, &ckpt[(bh * nchunk + c) * NN], NN * sizeof(floating))
                 for s in range(L):
                     t = t0 + s
-                    memcpy(states + (s + 1) * NN, states + s * NN, NN * sizeof(floating))
-                    _step_forward(states + (s + 1) * NN, &r[bi, t, h, 0], &w[bi, t, h, 0],
+                    _step_forward(states + s * NN, states + (s + 1) * NN, &r[bi, t, h, 0], &w[bi, t, h, 0],
                                   &k[bi, t, h, 0], &v[bi, t, h, 0], &a[bi, t, h, 0],
                                   &b[bi, t, h, 0], <floating*>NULL, sas + s * N, N)
                 for s in range(L - 1, -1, -1):
