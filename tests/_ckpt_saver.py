@@ -1,36 +1,44 @@
-"""Helper run as a subprocess by test_io: saves checkpoints in a loop until killed.
+"""Helper for test_io, run as a subprocess: saves checkpoints of a tiny GPT in a loop until killed.
 
-Checkpoint k holds weights filled with k, so a loaded checkpoint can be checked for integrity.
+Checkpoint k holds every weight equal to k, so a loaded checkpoint can be checked for integrity.
 """
 import sys
 
-import numpy as np
-
+import minigrad as mg
 from minigrad import io
+from minigrad.data import ByteTokenizer
+from minigrad.models import GPT, GPTConfig
+
+TINY = GPTConfig(vocab_size=256, d_model=64, n_layer=2, n_head=2, ffn_hidden=128)
 
 
-class FakeModel:
-    def __init__(self, value):
-        self.value = value
+def make_model_and_optimizer():
+    """A tiny GPT and an AdamW that has taken one step (so it has state to save)."""
+    mg.manual_seed(0)
+    model = GPT(TINY)
+    opt = mg.optim.AdamW(model.parameters(), lr=1e-3)
+    for p in model.parameters():
+        p.grad = mg.ones_like(p)
+    opt.step()
+    return model, opt
 
-    def state_dict(self):
-        return {"w": np.full((256, 256), self.value, np.float32), "b": np.full(7, self.value, np.float64)}
+
+def fill(model, value):
+    for p in model.parameters():
+        p.data[...] = value
 
 
-class FakeOptimizer:
-    def __init__(self, value):
-        self.value = value
-
-    def state_dict(self):
-        return {"state": {0: {"step": self.value, "m": np.full(65536, self.value, np.float32)}},
-                "param_groups": [{"lr": 0.1, "params": [0]}]}
+def save(run_dir, step, model, opt, keep=2):
+    fill(model, step)
+    return io.save_checkpoint(run_dir, step, model, opt, tokenizer=ByteTokenizer(), keep=keep,
+                              rng={"minigrad": mg.get_rng_state(), "x": step}, extra={"n": step})
 
 
 def main(run_dir, first):
+    model, opt = make_model_and_optimizer()
     step = int(first)
     while True:
-        io.save_checkpoint(run_dir, step, FakeModel(step), FakeOptimizer(step), model_type="fake",
-                           config={"n": step}, rng={"x": step}, keep=2)
+        save(run_dir, step, model, opt)
         print(step, flush=True)
         step += 1
 
