@@ -64,6 +64,8 @@ def _erfc_large(z):
 
     Clenshaw's recurrence with three rotating buffers and in-place ufuncs: no per-term allocation.
     """
+    if z.ndim == 0:                    # numpy turns 0-d arithmetic into scalars; keep arrays
+        return _erfc_large(z.reshape(1)).reshape(())
     t = 2.0 / (2.0 + z)
     ty = 4.0 * t - 2.0                 # = 2u, the Chebyshev variable doubled
     coef = _CHEB[:_NTERMS.get(z.dtype, len(_CHEB))]
