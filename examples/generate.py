@@ -10,6 +10,7 @@ import argparse
 import time
 
 from minigrad import io
+from minigrad.train import generate_text
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("ckpt", nargs="?", default="runs/gpt-small", help="run directory or checkpoint file")
@@ -27,11 +28,11 @@ model = ckpt.build_model()
 model.eval()
 tokenizer = ckpt.tokenizer
 print(f"{ckpt.path}: {ckpt.model_type} trained {ckpt.step} steps, {tokenizer}")
-prompt = tokenizer.encode(args.prompt)[None, :]
+window = (ckpt.extra or {}).get("train", {}).get("seq_len")  # GPT: the context length it was trained on
 for temperature in args.temperature:
     start = time.perf_counter()
-    out = model.generate(prompt, args.tokens, temperature=temperature, top_k=args.top_k, top_p=args.top_p,
-                         seed=args.seed)
+    text = generate_text(model, tokenizer, args.prompt, args.tokens, temperature, args.top_k, args.top_p,
+                         seed=args.seed, window=window)
     rate = args.tokens / (time.perf_counter() - start)
     print(f"\n--- temperature {temperature} ({rate:.0f} tokens/s) ---")
-    print(tokenizer.decode(out[0]))
+    print(text)

@@ -18,6 +18,7 @@ from minigrad.data import BatchSampler, ByteTokenizer, eval_batches, load_corpus
 from minigrad.models import GPT, GPTConfig
 from minigrad.optim import AdamW
 from minigrad.optim.lr_scheduler import warmup_cosine
+from minigrad.train import generate_text
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--steps", type=int, default=600, help="optimizer steps (default 600)")
@@ -76,7 +77,6 @@ for step in range(args.steps):
 path = io.save_checkpoint(args.out, args.steps, model, optimizer, tokenizer=tokenizer)
 print(f"saved {path}")
 
-prompt = tokenizer.encode("ROMEO:\n")[None, :]
-model.eval()
-out = model.generate(prompt, max_new_tokens=300, temperature=0.8, seed=0)
-print(tokenizer.decode(out[0]))
+# model.generate(ids, n) samples with a KV cache; generate_text slides a window of T tokens so the
+# model never sees positions it was not trained on.
+print(generate_text(model, tokenizer, "ROMEO:\n", tokens=300, temperature=0.8, seed=0, window=T))

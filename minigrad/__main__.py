@@ -111,8 +111,9 @@ def cmd_sample(args):
         print(f"minigrad sample: error: {ckpt.path} has no tokenizer", file=sys.stderr)
         return 1
     prompt = args.prompt.encode().decode("unicode_escape") if args.escapes else args.prompt
+    window = (ckpt.extra or {}).get("train", {}).get("seq_len")  # the context length it was trained on
     print(generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
-                        args.top_p, seed=args.seed))
+                        args.top_p, seed=args.seed, window=window))
     return 0
 
 

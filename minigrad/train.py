@@ -166,15 +166,29 @@ def evaluate(model, batches):
     return float(np.mean(losses))
 
 
-def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=None, top_p=None, seed=0):
-    """Continue `prompt` by `tokens` sampled tokens and return the whole text."""
+def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=None, top_p=None, seed=0,
+                  window=None):
+    """Continue `prompt` by `tokens` sampled tokens and return the whole text.
+
+    A model with a position limit (GPT: RoPE positions beyond those trained on extrapolate badly) gets a
+    sliding `window` (default its config's max_seq_len): once the context fills it, generation restarts
+    from the newest window/2 tokens. Recurrent models (RWKV-7) continue in one go.
+    """
     ids = tokenizer.encode(prompt)
     if len(ids) == 0:
         ids = tokenizer.encode("\n")
+    limit = getattr(getattr(model, "config", None), "max_seq_len", None)
+    window = min(w for w in (window, limit) if w) if (window or limit) else None
     model.eval()
-    out = model.generate(ids[None, :].astype(np.int64), tokens, temperature=temperature, top_k=top_k,
-                         top_p=top_p, seed=seed)
-    return tokenizer.decode(np.asarray(getattr(out, "data", out))[0])
+    out, produced, chunk = list(ids.tolist()), 0, 0
+    while produced < tokens:
+        context = out if window is None else out[-(window - 1 if chunk == 0 else max(1, window // 2)):]
+        n = tokens - produced if window is None else min(tokens - produced, window - len(context))
+        new = model.generate(np.asarray(context, dtype=np.int64)[None, :], n, temperature=temperature,
+                             top_k=top_k, top_p=top_p, seed=seed + chunk)
+        out += np.asarray(getattr(new, "data", new))[0, len(context):].tolist()
+        produced, chunk = produced + n, chunk + 1
+    return tokenizer.decode(np.asarray(out))
 
 
 class MetricsLog:
@@ -466,6 +480,6 @@ def train(cfg, log=print):
         prompt = cfg.prompt if cfg.prompt is not None else \
             ("ROMEO:\n" if str(cfg.corpus).lower() == "shakespeare" else "\n")
         result["sample"] = generate_text(model, tokenizer, prompt, cfg.sample_tokens, cfg.temperature,
-                                         cfg.top_k, cfg.top_p, seed=cfg.seed)
+                                         cfg.top_k, cfg.top_p, seed=cfg.seed, window=cfg.seq_len)
         log("-" * 30 + " sample " + "-" * 30 + "\n" + result["sample"] + "\n" + "-" * 68)
     return result
