@@ -177,6 +177,11 @@ def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=N
     ids = tokenizer.encode(prompt)
     if len(ids) == 0:
         ids = tokenizer.encode("\n")
+    return tokenizer.decode(generate_ids(model, ids, tokens, temperature, top_k, top_p, seed, window))
+
+
+def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, seed=0, window=None):
+    """`ids` (1-D) followed by `tokens` sampled ids, through a sliding window as in `generate_text`."""
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
     window = min(w for w in (window, limit) if w) if (window or limit) else None
     model.eval()
@@ -188,7 +193,7 @@ def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=N
                              top_k=top_k, top_p=top_p, seed=seed + chunk)
         out += np.asarray(getattr(new, "data", new))[0, len(context):].tolist()
         produced, chunk = produced + n, chunk + 1
-    return tokenizer.decode(np.asarray(out))
+    return np.asarray(out, dtype=np.int64)
 
 
 class MetricsLog:

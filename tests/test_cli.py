@@ -182,3 +182,15 @@ def test_info_subprocess():
     out = subprocess.run([sys.executable, "-m", "minigrad", "info"], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 0 and "version" in out.stdout and "openmp" in out.stdout
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generate_text_slides_a_window_past_the_trained_length(corpus, tmp_path, model):
+    from minigrad.train import generate_ids, generate_text
+    res = train(tiny(corpus, tmp_path, model=model, steps=2), log=quiet)
+    prompt = res["tokenizer"].encode("Thou art")
+    ids = generate_ids(res["model"], prompt, 70, seed=5, window=16)
+    assert len(ids) == len(prompt) + 70 and np.array_equal(ids[:len(prompt)], prompt)
+    assert np.array_equal(generate_ids(res["model"], prompt, 70, seed=5, window=16), ids)
+    text = generate_text(res["model"], res["tokenizer"], "Thou art", tokens=70, seed=5, window=16)
+    assert text == res["tokenizer"].decode(ids)
