@@ -339,6 +339,24 @@ class _StopOnInterrupt:
             signal.signal(signal.SIGINT, self._old)
 
 
+def _set_aside_previous_run(run_dir, log):
+    """A fresh run in a directory holding another run's files moves them to run_dir/previous/
+    (replacing what was there), so checkpoints of two runs never mix."""
+    old = [p for _, p in io.list_checkpoints(run_dir)] + [
+        os.path.join(run_dir, f) for f in ("metrics.csv", "metrics.jsonl", "loss.png")
+        if os.path.exists(os.path.join(run_dir, f))]
+    if not old:
+        return
+    previous = os.path.join(run_dir, "previous")
+    if os.path.isdir(previous):
+        for name in os.listdir(previous):
+            os.unlink(os.path.join(previous, name))
+    os.makedirs(previous, exist_ok=True)
+    for path in old:
+        os.replace(path, os.path.join(previous, os.path.basename(path)))
+    log(f"{run_dir} held an earlier run: moved its files to {previous}/ (--resume continues a run instead)")
+
+
 def _peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
@@ -356,6 +374,8 @@ def train(cfg, log=print):
             ckpt = io.load_checkpoint(cfg.out)
         else:
             log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
+    if ckpt is None:
+        _set_aside_previous_run(cfg.out, log)
 
     text, corpus_desc = load_corpus(cfg.corpus)
     tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)

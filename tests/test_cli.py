@@ -194,3 +194,11 @@ def test_generate_text_slides_a_window_past_the_trained_length(corpus, tmp_path,
     assert np.array_equal(generate_ids(res["model"], prompt, 70, seed=5, window=16), ids)
     text = generate_text(res["model"], res["tokenizer"], "Thou art", tokens=70, seed=5, window=16)
     assert text == res["tokenizer"].decode(ids)
+
+
+def test_a_fresh_run_sets_the_previous_one_aside(corpus, tmp_path):
+    train(tiny(corpus, tmp_path, steps=6), log=quiet)
+    train(tiny(corpus, tmp_path, steps=3), log=quiet)
+    assert [s for s, _ in io.list_checkpoints(str(tmp_path))] == [3]
+    assert io.list_checkpoints(str(tmp_path / "previous"))[-1][0] == 6
+    assert os.path.exists(tmp_path / "previous" / "metrics.csv")
