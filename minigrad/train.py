@@ -263,10 +263,10 @@ def plot_losses(rows, path, title):
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     if len(steps):
         ax.plot(steps, train_loss, color="tab:blue", alpha=0.25, lw=0.8)
-        smooth, ema = [], train_loss[0]
-        for v in train_loss:
+        smooth, ema = [], 0.0
+        for i, v in enumerate(train_loss):
             ema = 0.95 * ema + 0.05 * v
-            smooth.append(ema)
+            smooth.append(ema / (1 - 0.95 ** (i + 1)))  # bias-corrected, as in Adam
         ax.plot(steps, smooth, color="tab:blue", lw=1.5, label="train (EMA)")
     if val:
         ax.plot(*zip(*val), "o-", color="tab:orange", lw=1.5, ms=4, label="validation")
@@ -456,7 +456,7 @@ def train(cfg, log=print):
                 step += 1
                 dt = time.perf_counter() - t0
                 step_time = dt if step_time is None else 0.9 * step_time + 0.1 * dt
-                ema_loss = train_loss if ema_loss is None else 0.95 * ema_loss + 0.05 * train_loss
+                ema_loss = train_loss if ema_loss is None else 0.9 * ema_loss + 0.1 * train_loss
                 elapsed = elapsed_before + time.perf_counter() - t_start
                 evaluate_now = val_batches and (step % cfg.eval_every == 0 or done(step, elapsed)
                                                 or stop.requested)
