@@ -171,8 +171,8 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef Py_ssize_t tid, m, h, n, c, lo, hi
     cdef bint vres_on = sv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
-    cdef double ss, dot, kc, gkkc
-    cdef floating nrm_inv, gkk0, gz, ac, sig, s
+    cdef double ss, dot, kc
+    cdef floating nrm_inv, gkk0, ac, sig, s
     cdef floating* aw0
     cdef floating* aa0
     cdef floating* av0
