@@ -20,9 +20,13 @@ BLAS-per-block path in ops/attention.py (see docs/gpt.md for the measured choice
 """
 from cython cimport floating
 from cython.parallel cimport parallel, prange
-from libc.math cimport INFINITY, exp, expf, log
+from libc.math cimport INFINITY, exp, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
+from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
+
+from minigrad.kernels._vmath cimport mg_expf, mg_max_f, mg_scale_f, mg_softmax_grad_row_f, mg_sum_exp_f
+from minigrad.kernels._vmath cimport mg_exp_affine_f
 
 cdef enum:
     BR = 32   # query rows per block
@@ -31,7 +35,7 @@ cdef enum:
 
 cdef inline floating _exp(floating x) noexcept nogil:
     if floating is float:
-        return expf(x)
+        return mg_expf(x)
     else:
         return exp(x)
 
@@ -116,11 +120,35 @@ cdef void _forward_block(const floating* q, Py_ssize_t qst, const floating* k, c
         lse[i0 + i] = m[i] + log(l[i])
 
 
+def _check_attention(op, arrays, lse):
+    """q, k, v, o[, go, gq, gk, gv] as (B, H, T, hd) views with a unit last stride; lse (B, Hq, Tq)."""
+    q_like = ("q", "o", "go", "gq")
+    names = ("q", "k", "v", "o", "go", "gq", "gk", "gv")[:len(arrays)]
+    spec = " ".join(f"{n}:B,H,T,D" if n in q_like else f"{n}:B,G,S,D" for n in names)
+    dims = check_kernel_args(op, spec + " lse:B,H,T", *arrays, lse)
+    for n, a in zip(names, arrays):
+        if a.shape[3] > 1 and a.strides[3] != a.itemsize:
+            raise ValueError(f"{op}: {n} needs unit stride on its last axis, got strides {a.strides}")
+        if any(s % a.itemsize for s in a.strides[:4]):
+            raise ValueError(f"{op}: {n} has strides {a.strides} that are not whole elements")
+    if dims["G"] < 1 or dims["H"] % dims["G"] or dims["S"] < dims["T"]:
+        raise ValueError(f"{op}: q {arrays[0].shape} and k {arrays[1].shape} do not fit: need query heads "
+                         "a multiple of kv heads and T_k >= T_q")
+
+
+def _check_block(op, s, dp, lse, dd, i0, past):
+    """s, dp (NH, nr, nk) for query rows i0 .. i0+nr of lse, dd (NH, Tq)."""
+    dims = check_kernel_args(op, "s:Q,R,K dp:Q,R,K lse:Q,T dd:Q,T", s, dp, lse, dd)
+    check_kernel_scalar(op, "i0", i0, 0, dims["T"] - dims["R"])
+    check_kernel_scalar(op, "past", past, 0)
+
+
 # q, o: (B, Hq, Tq, hd) strided views; k, v: (B, Hkv, Tk, hd) strided views; lse: (B, Hq, Tq)
 def attention_forward(const floating[:, :, :, :] q, const floating[:, :, :, :] k,
                       const floating[:, :, :, :] v, floating[:, :, :, :] o,
                       floating[:, :, ::1] lse, double scale):
     """o = softmax(scale q k^T + causal mask) v per head, lse = row log-sum-exp (all in C)."""
+    _check_attention("attention_forward", (q, k, v, o), lse)
     cdef Py_ssize_t B = q.shape[0], Hq = q.shape[1], Tq = q.shape[2], hd = q.shape[3]
     cdef Py_ssize_t Hkv = k.shape[1], Tk = k.shape[2], group = Hq // Hkv, past = Tk - Tq
     cdef Py_ssize_t nqb = (Tq + BR - 1) // BR, u, b, h, qb, i0
@@ -215,6 +243,7 @@ def attention_backward(const floating[:, :, :, :] q, const floating[:, :, :, :] 
     One task per (batch, kv head) owns gk/gv of that head and gq of its query-head group, so no
     two threads write the same row.
     """
+    _check_attention("attention_backward", (q, k, v, o, go, gq, gk, gv), lse)
     cdef Py_ssize_t B = q.shape[0], Hq = q.shape[1], Tq = q.shape[2], hd = q.shape[3]
     cdef Py_ssize_t Hkv = k.shape[1], Tk = k.shape[2], group = Hq // Hkv, past = Tk - Tq
     cdef Py_ssize_t u, b, hk, h, i, d, i0
@@ -275,6 +304,7 @@ def attention_backward(const floating[:, :, :, :] q, const floating[:, :, :, :] 
 def softmax_block_forward(floating[:, :, ::1] s, floating[:, ::1] lse, Py_ssize_t i0,
                           Py_ssize_t past, double scale):
     """p_ij = exp(scale s_ij - lse_i) for visible j <= i0 + i + past, 0 beyond; lse_i saved."""
+    _check_block("softmax_block_forward", s, s, lse, lse, i0, past)
     cdef Py_ssize_t NH = s.shape[0], nr = s.shape[1], nk = s.shape[2], r, n, i, j, lim
     cdef floating* sr
     cdef floating mx, l, sc = <floating>scale
@@ -284,17 +314,23 @@ def softmax_block_forward(floating[:, :, ::1] s, floating[:, ::1] lse, Py_ssize_
             i = r % nr
             sr = &s[n, i, 0]
             lim = min(nk, i0 + i + past + 1)
-            mx = -INFINITY
-            for j in range(lim):
-                sr[j] = sr[j] * sc
-                if sr[j] > mx:
-                    mx = sr[j]
-            l = 0
-            for j in range(lim):
-                sr[j] = _exp(sr[j] - mx)
-                l = l + sr[j]
-            for j in range(lim):
-                sr[j] = sr[j] / l
+            if floating is float:
+                mg_scale_f(sr, lim, sc)
+                mx = mg_max_f(sr, lim)
+                l = mg_sum_exp_f(sr, lim, mx)
+                mg_exp_affine_f(sr, sr, lim, 1, mx + log(l), 1)
+            else:
+                mx = -INFINITY
+                for j in range(lim):
+                    sr[j] = sr[j] * sc
+                    if sr[j] > mx:
+                        mx = sr[j]
+                l = 0
+                for j in range(lim):
+                    sr[j] = _exp(sr[j] - mx)
+                    l = l + sr[j]
+                for j in range(lim):
+                    sr[j] = sr[j] / l
             for j in range(lim, nk):
                 sr[j] = 0
             lse[n, i0 + i] = mx + log(l)
@@ -305,6 +341,7 @@ def softmax_block_backward(floating[:, :, ::1] s, floating[:, :, ::1] dp,
                            const floating[:, ::1] lse, const floating[:, ::1] dd,
                            Py_ssize_t i0, Py_ssize_t past, double scale):
     """In place: s <- p = exp(scale s - lse) (masked), dp <- scale * p * (dp - D)."""
+    _check_block("softmax_block_backward", s, dp, lse, dd, i0, past)
     cdef Py_ssize_t NH = s.shape[0], nr = s.shape[1], nk = s.shape[2], r, n, i, j, lim
     cdef floating* sr
     cdef floating* dr
@@ -318,10 +355,13 @@ def softmax_block_backward(floating[:, :, ::1] s, floating[:, :, ::1] dp,
             lim = min(nk, i0 + i + past + 1)
             l = lse[n, i0 + i]
             d_i = dd[n, i0 + i]
-            for j in range(lim):
-                p = _exp(sr[j] * sc - l)
-                sr[j] = p
-                dr[j] = sc * p * (dr[j] - d_i)
+            if floating is float:
+                mg_softmax_grad_row_f(sr, dr, lim, sc, l, d_i)
+            else:
+                for j in range(lim):
+                    p = _exp(sr[j] * sc - l)
+                    sr[j] = p
+                    dr[j] = sc * p * (dr[j] - d_i)
             for j in range(lim, nk):
                 sr[j] = 0
                 dr[j] = 0

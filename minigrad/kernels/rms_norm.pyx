@@ -9,15 +9,16 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.stdlib cimport calloc, free
 
-import numpy as np
-
 from minigrad.kernels._openmp cimport omp_get_max_threads
+from minigrad.kernels._vmath cimport mg_dot3_f, mg_dot_f
+from minigrad.kernels.validate import check_kernel_args
 
 
 # x: (N, C), weight: (C,) -> y: (N, C), rstd: (N,)
 def rms_norm_forward(const floating[:, ::1] x, const floating[::1] weight, double eps,
                      floating[:, ::1] y, floating[::1] rstd):
     """y[n, c] = x[n, c] * rstd[n] * w[c] with rstd[n] = (mean_c x[n, c]^2 + eps)^-1/2."""
+    check_kernel_args("rms_norm_forward", "x:N,C weight:C y:N,C rstd:N", x, weight, y, rstd)
     cdef Py_ssize_t N = x.shape[0], C = x.shape[1], n, c
     cdef const floating* xr
     cdef floating* yr
@@ -27,9 +28,12 @@ def rms_norm_forward(const floating[:, ::1] x, const floating[::1] weight, doubl
         for n in prange(N, schedule="static"):
             xr = &x[n, 0]
             yr = &y[n, 0]
-            ss = 0.0
-            for c in range(C):
-                ss = ss + <double>xr[c] * xr[c]
+            if floating is float:
+                ss = mg_dot_f(xr, xr, C)
+            else:
+                ss = 0.0
+                for c in range(C):
+                    ss = ss + xr[c] * xr[c]
             r = <floating>(1.0 / sqrt(ss / C + eps))
             rstd[n] = r
             for c in range(C):
@@ -44,6 +48,9 @@ def rms_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
         gx = rstd * (g - xhat * mean_c(g * xhat))
         gw = sum_n gy * xhat
     """
+    check_kernel_args("rms_norm_backward", "gy:N,C x:N,C weight:C rstd:N gw:C", gy, x, weight, rstd, gw)
+    check_kernel_args("rms_norm_backward", "gx:N,C" if need_gx else "gx:*,*", gx,
+                      N=x.shape[0], C=x.shape[1])
     cdef Py_ssize_t N = x.shape[0], C = x.shape[1], n, c, t, lo, hi
     cdef int nthreads = omp_get_max_threads()
     cdef Py_ssize_t chunk = (N + nthreads - 1) // nthreads
@@ -72,9 +79,12 @@ def rms_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
                         accr[c] += gyr[c] * xr[c] * r
                 if need_gx:
                     gxr = &gx[n, 0]
-                    dot = 0.0
-                    for c in range(C):
-                        dot = dot + <double>gyr[c] * weight[c] * xr[c]
+                    if floating is float:
+                        dot = mg_dot3_f(gyr, &weight[0], xr, C)
+                    else:
+                        dot = 0.0
+                        for c in range(C):
+                            dot = dot + gyr[c] * weight[c] * xr[c]
                     m = <floating>(dot * r * r / C)
                     for c in range(C):
                         gxr[c] = r * (gyr[c] * weight[c] - xr[c] * m)

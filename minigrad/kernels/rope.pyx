@@ -10,6 +10,8 @@ the backward is the forward run with `sign = -1`.
 from cython cimport floating
 from cython.parallel cimport prange
 
+from minigrad.kernels.validate import check_kernel_args, check_kernel_index, check_kernel_scalar
+
 
 cdef void _rope_rows(const floating[:, ::1] x, floating[:, ::1] y,
                     const floating[:, ::1] cos, const floating[:, ::1] sin,
@@ -46,6 +48,18 @@ cdef void _rope_rows(const floating[:, ::1] x, floating[:, ::1] y,
                 yr[i + half] = x0 * s + x1 * c
 
 
+def _check_rope(op, x, y, cos, sin, positions, row_div):
+    """Shapes, table rows and row_div of a rope kernel call (before nogil)."""
+    dims = check_kernel_args(op, "x:R,D y:R,D cos:P,E sin:P,E positions:T", x, y, cos, sin, positions)
+    if dims["D"] != 2 * dims["E"]:
+        raise ValueError(f"{op}: rows of size {dims['D']} need tables of {dims['D'] // 2} columns, "
+                         f"got {dims['E']}")
+    check_kernel_scalar(op, "row_div", row_div, 1)
+    if dims["R"]:
+        check_kernel_scalar(op, "the number of positions", dims["T"], 1)
+    check_kernel_index(op, "positions", positions, dims["P"])
+
+
 # x, y: (R, hd) rows of head vectors; row r sits at position positions[(r // row_div) % T]
 # (row_div = 1 for (B, H, T, hd), H for (B, T, H, hd)); cos, sin: (P, hd/2) tables;
 # positions: (T,) int64 row indices into the tables.
@@ -53,6 +67,7 @@ def rope_forward(const floating[:, ::1] x, floating[:, ::1] y,
                  const floating[:, ::1] cos, const floating[:, ::1] sin,
                  const long long[::1] positions, Py_ssize_t row_div, bint interleaved):
     """y = R(pos) x for every row."""
+    _check_rope("rope_forward", x, y, cos, sin, positions, row_div)
     with nogil:
         _rope_rows(x, y, cos, sin, positions, row_div, interleaved, 1)
 
@@ -62,5 +77,6 @@ def rope_backward(const floating[:, ::1] gy, floating[:, ::1] gx,
                   const floating[:, ::1] cos, const floating[:, ::1] sin,
                   const long long[::1] positions, Py_ssize_t row_div, bint interleaved):
     """gx = R(pos)^T gy = R(-pos) gy for every row."""
+    _check_rope("rope_backward", gy, gx, cos, sin, positions, row_div)
     with nogil:
         _rope_rows(gy, gx, cos, sin, positions, row_div, interleaved, -1)

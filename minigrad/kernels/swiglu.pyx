@@ -7,19 +7,20 @@ Elementwise: `prange` over rows, one row of F features each.
 """
 from cython cimport floating
 from cython.parallel cimport prange
-from libc.math cimport exp, expf
+from libc.math cimport exp
+
+from minigrad.kernels._vmath cimport mg_silu_mul_backward_f, mg_silu_mul_f
+from minigrad.kernels.validate import check_kernel_args
 
 
-cdef inline floating _sigmoid(floating g) noexcept nogil:
-    if floating is float:
-        return 1.0 / (1.0 + expf(-g))
-    else:
-        return 1.0 / (1.0 + exp(-g))
+cdef inline double _sigmoid(double g) noexcept nogil:
+    return 1.0 / (1.0 + exp(-g))
 
 
 # gate, up: (N, F) -> h: (N, F)
 def swiglu_forward(const floating[:, ::1] gate, const floating[:, ::1] up, floating[:, ::1] h):
     """h = gate * sigmoid(gate) * up."""
+    check_kernel_args("swiglu_forward", "gate:N,F up:N,F h:N,F", gate, up, h)
     cdef Py_ssize_t N = gate.shape[0], F = gate.shape[1], n, f
     cdef const floating* gr
     cdef const floating* ur
@@ -30,15 +31,20 @@ def swiglu_forward(const floating[:, ::1] gate, const floating[:, ::1] up, float
             gr = &gate[n, 0]
             ur = &up[n, 0]
             hr = &h[n, 0]
-            for f in range(F):
-                g = gr[f]
-                hr[f] = g * _sigmoid(g) * ur[f]
+            if floating is float:
+                mg_silu_mul_f(gr, ur, hr, F)
+            else:
+                for f in range(F):
+                    g = gr[f]
+                    hr[f] = g * _sigmoid(g) * ur[f]
 
 
 # gh, gate, up: (N, F) -> ggate, gup: (N, F)
 def swiglu_backward(const floating[:, ::1] gh, const floating[:, ::1] gate,
                     const floating[:, ::1] up, floating[:, ::1] ggate, floating[:, ::1] gup):
     """ggate = gh * up * s * (1 + gate * (1 - s)), gup = gh * gate * s, s = sigmoid(gate)."""
+    check_kernel_args("swiglu_backward", "gh:N,F gate:N,F up:N,F ggate:N,F gup:N,F",
+                      gh, gate, up, ggate, gup)
     cdef Py_ssize_t N = gate.shape[0], F = gate.shape[1], n, f
     cdef const floating* ghr
     cdef const floating* gr
@@ -53,8 +59,11 @@ def swiglu_backward(const floating[:, ::1] gh, const floating[:, ::1] gate,
             ur = &up[n, 0]
             ggr = &ggate[n, 0]
             gur = &gup[n, 0]
-            for f in range(F):
-                g = gr[f]
-                s = _sigmoid(g)
-                ggr[f] = ghr[f] * ur[f] * s * (1 + g * (1 - s))
-                gur[f] = ghr[f] * g * s
+            if floating is float:
+                mg_silu_mul_backward_f(ghr, gr, ur, ggr, gur, F)
+            else:
+                for f in range(F):
+                    g = gr[f]
+                    s = _sigmoid(g)
+                    ggr[f] = ghr[f] * ur[f] * s * (1 + g * (1 - s))
+                    gur[f] = ghr[f] * g * s

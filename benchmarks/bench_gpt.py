@@ -1,0 +1,288 @@
+"""GPT training-step benchmark: minigrad vs PyTorch eager, side by side, plus per-kernel times.
+
+    python benchmarks/bench_gpt.py                       # small + medium, 2 threads, 10 steps each
+    python benchmarks/bench_gpt.py --configs small --steps 20 --threads 2
+
+Each (framework, config) runs in its own subprocess, so peak RSS is that framework's alone.
+A step is forward + backward + AdamW on 2 048 tokens (vocab 256, tied head); the table shows the
+median of --steps timed steps after --warmup untimed ones. MFU = model FLOPs / step time / the
+large-sgemm GFLOP/s measured here with the same thread count; model FLOPs per token =
+6 * N (every weight matrix, the tied head counted once) + 12 * n_layer * T * d_model (attention,
+counted as the full T x T product, the PaLM/nanoGPT convention).
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CONFIGS = {
+    "small": dict(d_model=128, n_layer=4, n_head=4, ffn_hidden=384, T=128, B=16),
+    "medium": dict(d_model=384, n_layer=6, n_head=6, ffn_hidden=1024, T=256, B=8),
+}
+VOCAB = 256
+
+
+def model_flops_per_step(c):
+    d, L, f, T, B = c["d_model"], c["n_layer"], c["ffn_hidden"], c["T"], c["B"]
+    n_matmul = L * (4 * d * d + 3 * d * f) + VOCAB * d
+    return (6 * n_matmul + 12 * L * T * d) * B * T
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(fn, steps, warmup):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)) * 1e3
+
+
+# ----------------------------------------------------------------------------- minigrad
+def minigrad_step(c):
+    import minigrad as mg
+    from minigrad import functional as F
+    from minigrad.models import GPT, GPTConfig
+
+    mg.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=VOCAB, d_model=c["d_model"], n_layer=c["n_layer"], n_head=c["n_head"],
+                          ffn_hidden=c["ffn_hidden"], max_seq_len=c["T"]))
+    opt = mg.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, VOCAB, (c["B"], c["T"]))
+    y = rng.integers(0, VOCAB, (c["B"], c["T"]))
+
+    def step():
+        loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def minigrad_kernels(c, steps, warmup):
+    import minigrad as mg
+    from minigrad import functional as F
+
+    B, T, d, H = c["B"], c["T"], c["d_model"], c["n_head"]
+    hd = d // H
+    rng = np.random.default_rng(0)
+    t = lambda *s: mg.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+    q, k, v = t(B, H, T, hd), t(B, H, T, hd), t(B, H, T, hd)
+    x, w = t(B * T, d), t(d)
+    z, tgt = t(B * T, VOCAB), rng.integers(0, VOCAB, B * T)
+    g, u = t(B * T, c["ffn_hidden"]), t(B * T, c["ffn_hidden"])
+    xr = t(B, H, T, hd)
+
+    def fb(fn):
+        def run():
+            out = fn()
+            out.backward(mg.ones(*out.shape) if out.ndim else None)
+        return run
+    return {
+        "causal_attention": timed(fb(lambda: F.causal_attention(q, k, v)), steps, warmup),
+        "rms_norm": timed(fb(lambda: F.rms_norm(x, w, 1e-5)), steps, warmup),
+        "cross_entropy": timed(fb(lambda: F.cross_entropy(z, tgt)), steps, warmup),
+        "swiglu": timed(fb(lambda: F.swiglu(g, u)), steps, warmup),
+        "rope": timed(fb(lambda: F.rope(xr, 0)), steps, warmup),
+    }
+
+
+# ----------------------------------------------------------------------------- torch
+def torch_model(torch, c):
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d, f = c["d_model"], c["ffn_hidden"]
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+            self.gate, self.up = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
+            self.down = nn.Linear(f, d, bias=False)
+            self.n1, self.n2 = nn.RMSNorm(d, eps=1e-5), nn.RMSNorm(d, eps=1e-5)
+
+        def forward(self, x, cos, sin):
+            B, T, d = x.shape
+            H = c["n_head"]
+            hd = d // H
+            h = self.n1(x)
+            q, k, v = (p(h).view(B, T, H, hd).transpose(1, 2) for p in (self.q, self.k, self.v))
+            rot = lambda a: a * cos + torch.cat([-a[..., hd // 2:], a[..., :hd // 2]], -1) * sin
+            o = nn.functional.scaled_dot_product_attention(rot(q), rot(k), v, is_causal=True)
+            x = x + self.o(o.transpose(1, 2).reshape(B, T, d))
+            h = self.n2(x)
+            return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, c["d_model"])
+            self.blocks = nn.ModuleList(Block() for _ in range(c["n_layer"]))
+            self.norm = nn.RMSNorm(c["d_model"], eps=1e-5)
+            hd = c["d_model"] // c["n_head"]
+            inv = 1.0 / 10000.0 ** (torch.arange(0, hd, 2).float() / hd)
+            ang = torch.arange(c["T"]).float()[:, None] * inv[None]
+            self.cos, self.sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+
+        def forward(self, idx):
+            x = self.emb(idx)
+            for b in self.blocks:
+                x = b(x, self.cos, self.sin)
+            return self.norm(x) @ self.emb.weight.T
+    return Llama()
+
+
+def torch_step(c):
+    import torch
+
+    torch.manual_seed(0)
+    model = torch_model(torch, c)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, VOCAB, (c["B"], c["T"]))
+    y = torch.randint(0, VOCAB, (c["B"], c["T"]))
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x).view(-1, VOCAB), y.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def torch_kernels(c, steps, warmup):
+    import torch
+
+    B, T, d, H = c["B"], c["T"], c["d_model"], c["n_head"]
+    hd = d // H
+    t = lambda *s: torch.randn(*s, requires_grad=True)
+    q, k, v = t(B, H, T, hd), t(B, H, T, hd), t(B, H, T, hd)
+    x, w = t(B * T, d), t(d)
+    z, tgt = t(B * T, VOCAB), torch.randint(0, VOCAB, (B * T,))
+    g, u = t(B * T, c["ffn_hidden"]), t(B * T, c["ffn_hidden"])
+    xr = t(B, H, T, hd)
+    inv = 1.0 / 10000.0 ** (torch.arange(0, hd, 2).float() / hd)
+    ang = torch.arange(T).float()[:, None] * inv[None]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    F = torch.nn.functional
+
+    def fb(fn):
+        def run():
+            out = fn()
+            out.backward(torch.ones_like(out))
+        return run
+    return {
+        "causal_attention": timed(fb(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                                  steps, warmup),
+        "rms_norm": timed(fb(lambda: F.rms_norm(x, (d,), w, 1e-5)), steps, warmup),
+        "cross_entropy": timed(fb(lambda: F.cross_entropy(z, tgt)), steps, warmup),
+        "swiglu": timed(fb(lambda: F.silu(g) * u), steps, warmup),
+        "rope": timed(fb(lambda: xr * cos + torch.cat([-xr[..., hd // 2:], xr[..., :hd // 2]], -1) * sin),
+                      steps, warmup),
+    }
+
+
+# ----------------------------------------------------------------------------- driver
+def worker(args):
+    c = CONFIGS[args.config]
+    if args.framework == "torch":
+        import torch
+        torch.set_num_threads(args.threads)
+        step, kernels = torch_step(c), torch_kernels
+    else:
+        import minigrad as mg
+        mg.set_num_threads(args.threads)
+        step, kernels = minigrad_step(c), minigrad_kernels
+    ms = timed(step, args.steps, args.warmup)
+    rss = peak_rss_mb()
+    result = {"ms": ms, "rss_mb": rss}
+    if args.kernels:
+        result["kernels"] = kernels(c, args.steps, args.warmup)
+    print(json.dumps(result))
+
+
+def sgemm_gflops(threads, n=2048):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads, user_api="blas"):
+        a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+        b = a.T.copy()
+        best = min(_time_once(lambda: a @ b) for _ in range(6))
+    return 2 * n ** 3 / best / 1e9
+
+
+def _time_once(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run_worker(framework, config, args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--config", config,
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
+    if not args.no_kernels:
+        cmd.append("--kernels")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(f"{framework}/{config} worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--configs", default="small,medium")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--no-kernels", action="store_true", help="skip the per-kernel table")
+    p.add_argument("--worker", choices=["minigrad", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--framework", help=argparse.SUPPRESS)
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--kernels", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        args.framework = args.worker
+        return worker(args)
+    try:
+        import torch  # noqa: F401
+        frameworks = ["minigrad", "torch"]
+    except ImportError:
+        frameworks = ["minigrad"]
+    peak = sgemm_gflops(args.threads)
+    print(f"threads {args.threads}; large sgemm (2048^3): {peak:.1f} GFLOP/s; "
+          f"median of {args.steps} steps after {args.warmup} warm-up")
+    print(f"{'config':8} {'framework':10} {'ms/step':>9} {'tokens/s':>9} {'MFU':>6} {'peak RSS':>9} {'vs torch':>9}")
+    kernel_rows = []
+    for name in args.configs.split(","):
+        c = CONFIGS[name]
+        tokens, flops = c["B"] * c["T"], model_flops_per_step(c)
+        res = {fw: run_worker(fw, name, args) for fw in frameworks}
+        for fw in frameworks:
+            r = res[fw]
+            ratio = f"{r['ms'] / res['torch']['ms']:.2f}x" if "torch" in res else "-"
+            print(f"{name:8} {fw:10} {r['ms']:9.1f} {tokens / r['ms'] * 1e3:9.0f} "
+                  f"{flops / (r['ms'] / 1e3) / 1e9 / peak:6.1%} {r['rss_mb']:7.0f}MB {ratio:>9}", flush=True)
+        if not args.no_kernels:
+            for kname in res["minigrad"]["kernels"]:
+                ours = res["minigrad"]["kernels"][kname]
+                theirs = res["torch"]["kernels"][kname] if "torch" in res else float("nan")
+                kernel_rows.append((name, kname, ours, theirs))
+    if kernel_rows:
+        print(f"\nper-kernel forward+backward, ms (fp32)\n{'config':8} {'kernel':17} {'minigrad':>9} "
+              f"{'torch':>9} {'ratio':>6}")
+        for name, kname, ours, theirs in kernel_rows:
+            print(f"{name:8} {kname:17} {ours:9.2f} {theirs:9.2f} {ours / theirs:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+/* Vectorisable exp for the fused kernels (no -ffast-math needed).
+ *
+ * glibc's expf is a scalar call, so loops around it never vectorise; mg_expf is branch-free
+ * arithmetic that gcc/clang vectorise at -O3: x = n ln2 + r with n = round(x / ln2) (the
+ * 1.5 * 2^23 trick rounds to nearest), e^r from a degree-6 Taylor/minimax polynomial on
+ * |r| <= ln2/2, and 2^n built in the exponent bits. Max relative error ~2 ulp over the
+ * clamped range [-87.3, 88.7]; below it returns ~0 (like expf's underflow), NaN propagates.
+ * float64 kernels keep libm's exp (they exist for gradient checks, not speed).
+ */
+#ifndef MINIGRAD_VMATH_H
+#define MINIGRAD_VMATH_H
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+static inline float mg_expf(float x) {
+    const float hi = 88.7f, lo = -87.3f;
+    x = x > hi ? hi : x;
+    x = x < lo ? lo : x;
+    float t = x * 1.44269504088896341f;
+    float n = (t + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { float f; int32_t i; } s;
+    s.i = ((int32_t)n + 127) << 23;
+    return p * s.f;
+}
+
+/* Row helpers for float32 kernels. On x86-64 Linux with gcc each is compiled for AVX-512, AVX2+FMA
+ * and baseline SSE2 and picked at load time (target_clones), so the build stays portable. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define MG_CLONES __attribute__((unused, target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MG_CLONES __attribute__((unused))
+#endif
+#if defined(_OPENMP)
+#define MG_SIMD_SUM _Pragma("omp simd reduction(+:s)")
+#define MG_SIMD_MAX _Pragma("omp simd reduction(max:m)")
+#else
+#define MG_SIMD_SUM
+#define MG_SIMD_MAX
+#endif
+
+/* h = g * sigmoid(g) * u */
+MG_CLONES static void mg_silu_mul_f(const float* g, const float* u, float* h, long n) {
+    for (long j = 0; j < n; j++) h[j] = g[j] / (1.0f + mg_expf(-g[j])) * u[j];
+}
+
+/* gg = gh * u * s * (1 + g (1 - s)),  gu = gh * g * s,  s = sigmoid(g) */
+MG_CLONES static void mg_silu_mul_backward_f(const float* gh, const float* g, const float* u,
+                                             float* gg, float* gu, long n) {
+    for (long j = 0; j < n; j++) {
+        float s = 1.0f / (1.0f + mg_expf(-g[j]));
+        gg[j] = gh[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
+        gu[j] = gh[j] * g[j] * s;
+    }
+}
+
+MG_CLONES static float mg_max_f(const float* x, long n) {
+    float m = -INFINITY;
+    MG_SIMD_MAX
+    for (long j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+MG_CLONES static float mg_dot_f(const float* a, const float* b, long n) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += a[j] * b[j];
+    return s;
+}
+
+MG_CLONES static float mg_dot3_f(const float* a, const float* b, const float* c, long n) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += a[j] * b[j] * c[j];
+    return s;
+}
+
+/* sum_j exp(x_j - m) */
+MG_CLONES static float mg_sum_exp_f(const float* x, long n, float m) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += mg_expf(x[j] - m);
+    return s;
+}
+
+/* y_j = w * exp(a x_j - m)  (y may alias x) */
+MG_CLONES static void mg_exp_affine_f(const float* x, float* y, long n, float a, float m, float w) {
+    for (long j = 0; j < n; j++) y[j] = w * mg_expf(a * x[j] - m);
+}
+
+/* x_j *= a */
+MG_CLONES static void mg_scale_f(float* x, long n, float a) {
+    for (long j = 0; j < n; j++) x[j] *= a;
+}
+
+/* p_j = exp(a s_j - l);  dp_j = a p_j (dp_j - d);  s_j = p_j */
+MG_CLONES static void mg_softmax_grad_row_f(float* s, float* dp, long n, float a, float l, float d) {
+    for (long j = 0; j < n; j++) {
+        float p = mg_expf(a * s[j] - l);
+        s[j] = p;
+        dp[j] = a * p * (dp[j] - d);
+    }
+}
+
+#endif
