@@ -12,7 +12,8 @@ Per element, with the scalars prepared in double precision and cast to the array
     vm = max(vm, v)           (amsgrad only; vm replaces v below)
     p  = p + (-lr / (1 - beta1**step)) * m / (sqrt(v) / sqrt(1 - beta2**step) + eps)
 
-Elements are independent, so the chunked prange is bit-reproducible for any thread count.
+Elements are independent, so the chunked prange (dynamic: chunks go to whichever thread is free)
+is bit-reproducible for any thread count and schedule.
 """
 from cython cimport floating
 from cython.parallel cimport prange
@@ -86,7 +87,7 @@ cdef void adamw_step_all(floating* p, const floating* g, floating* m, floating* 
     if nchunks <= 1:
         adamw_step_range(p, g, m, v, vmax, 0, n, decay, w1, w1_small, b2, w2, bc2_sqrt, eps_, neg_step)
         return
-    for c in prange(nchunks, schedule="static"):
+    for c in prange(nchunks, schedule="dynamic"):  # balances threads on a busy machine
         adamw_step_range(p, g, m, v, vmax, c * CHUNK, min((c + 1) * CHUNK, n),
                          decay, w1, w1_small, b2, w2, bc2_sqrt, eps_, neg_step)
 
