@@ -5,11 +5,13 @@ The token shift is minigrad.kernels.token_shift; the GEMMs run in numpy/BLAS.
 """
 from cython cimport floating
 from cython.parallel cimport prange
+from minigrad.kernels.validate import check_kernel_args
 
 
 # h: (M, F) -> p: (M, F) = relu(h), a: (M, F) = relu(h)^2
 def relu_square_forward(const floating[:, ::1] h, floating[:, ::1] p, floating[:, ::1] a):
     """p = max(h, 0);  a = p * p."""
+    check_kernel_args("relu_square_forward", "h:M,F p:M,F a:M,F", h, p, a)
     cdef Py_ssize_t M = h.shape[0], F = h.shape[1], m, f
     cdef floating x
     with nogil:
@@ -23,6 +25,7 @@ def relu_square_forward(const floating[:, ::1] h, floating[:, ::1] p, floating[:
 # ga: (M, F) grad of a (in place -> grad of h), p: (M, F) relu(h) -> a: (M, F) = p^2 (recomputed)
 def relu_square_backward(floating[:, ::1] ga, const floating[:, ::1] p, floating[:, ::1] a):
     """gh = ga * 2 p  (d relu(h)^2 / dh = 2 relu(h));  a = p^2 for the value-weight GEMM."""
+    check_kernel_args("relu_square_backward", "ga:M,F p:M,F a:M,F", ga, p, a)
     cdef Py_ssize_t M = p.shape[0], F = p.shape[1], m, f
     with nogil:
         for m in prange(M, schedule="static"):

@@ -9,6 +9,7 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt
 
 from minigrad.kernels._openmp cimport omp_get_max_threads
+from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 
 def num_threads():
@@ -21,6 +22,8 @@ def layer_norm_forward(const floating[:, ::1] x, const floating[::1] weight,
                        const floating[::1] bias, double eps, floating[:, ::1] y,
                        floating[::1] mean, floating[::1] rstd):
     """mean = mean_c x;  var = mean_c (x - mean)^2 (biased);  y = (x - mean) rstd w + b."""
+    check_kernel_args("layer_norm_forward", "x:N,C weight:C bias:C y:N,C mean:N rstd:N",
+                      x, weight, bias, y, mean, rstd)
     cdef Py_ssize_t M = x.shape[0], C = x.shape[1], m, c
     cdef double mu, var, d, rs
     with nogil:
@@ -48,6 +51,9 @@ def layer_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
     """With xhat = (x - mean) rstd and g = gy w:
         gx = rstd (g - mean_c(g) - xhat mean_c(g xhat));  gw = sum_m gy xhat;  gb = sum_m gy
     """
+    check_kernel_args("layer_norm_backward", "gy:N,C x:N,C weight:C mean:N rstd:N gx:N,C acc:P,2,C",
+                      gy, x, weight, mean, rstd, gx, acc)
+    check_kernel_scalar("layer_norm_backward", "acc.shape[0]", acc.shape[0], 1)
     cdef Py_ssize_t M = x.shape[0], C = x.shape[1]
     cdef int nthreads = acc.shape[0]
     cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads

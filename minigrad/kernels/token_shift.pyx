@@ -7,11 +7,15 @@ Shared by the time-mix (K = 6: r, w, k, v, a, g) and the channel-mix (K = 1).
 from cython cimport floating
 from cython.parallel cimport prange
 
+from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
+
 
 # x: (B, T, C), shift: (B, C), mu: (K, C) -> xs: (K, B, T, C)
 def token_shift_forward(const floating[:, :, ::1] x, const floating[:, ::1] shift,
                         const floating[:, ::1] mu, floating[:, :, :, ::1] xs):
     """xs[m, b, t] = x[b, t] + (prev[b, t] - x[b, t]) * mu[m]."""
+    check_kernel_args("token_shift_forward", "x:B,T,C shift:B,C mu:K,C xs:K,B,T,C", x, shift, mu, xs)
+    check_kernel_scalar("token_shift_forward", "T", x.shape[1], 1)
     cdef Py_ssize_t K = mu.shape[0], B = x.shape[0], T = x.shape[1], C = x.shape[2]
     cdef Py_ssize_t bt, b, t, m, c
     cdef const floating* xr
@@ -43,6 +47,9 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
         gmu_m      = sum_{b,t} G_m[b, t] (prev[b, t] - x[b, t])
     One prange task per batch row b (it owns gx[b], gshift[b], gmu_part[b]).
     """
+    check_kernel_args("token_shift_backward", "gxs:K,B,T,C x:B,T,C shift:B,C mu:K,C gnew:B,C "
+                      "gx:B,T,C gshift:B,C gmu_part:B,K,C", gxs, x, shift, mu, gnew, gx, gshift, gmu_part)
+    check_kernel_scalar("token_shift_backward", "T", x.shape[1], 1)
     cdef Py_ssize_t K = mu.shape[0], B = x.shape[0], T = x.shape[1], C = x.shape[2]
     cdef Py_ssize_t b, t, m, c
     cdef const floating* xr

@@ -3,6 +3,8 @@
 Kernels are compiled with bounds checks off, so every shape, dtype, contiguity and index range
 they rely on must be checked here first. Errors name the op and the offending argument.
 """
+import functools
+
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -60,3 +62,63 @@ def check_finite_scalar(op, name, value, positive=False):
         need = "a finite positive number" if positive else "finite"
         raise ValueError(f"{op}: {name} must be {need}, got {value}")
     return value
+
+
+@functools.lru_cache(maxsize=None)
+def _spec(spec):
+    """"x:N,C w:C" -> (("x", ("N", "C")), ("w", ("C",)))."""
+    out = []
+    for part in spec.split():
+        name, _, dims = part.partition(":")
+        out.append((name, tuple(dims.split(",")) if dims else ()))
+    return tuple(out)
+
+
+def check_kernel_args(op, spec, *arrays, **dims):
+    """Shape contract of a raw kernel entry point, checked before its nogil code runs.
+
+    The Cython signature already enforces dtype, rank and C-contiguity; this checks what it
+    cannot: None, and shapes agreeing across arguments. `spec` has one `name:d0,d1,..` pattern per
+    array: a letter is a size shared by every array that names it, an integer is exact, `*` is
+    free, and a trailing `?` (`M?`) also accepts 0 (an optional operand given as an empty array).
+    `dims` pre-binds sizes. Returns the dict of sizes.
+    """
+    sizes = dict(dims)
+    pats = _spec(spec)
+    for (name, pat), arr in zip(pats, arrays):
+        if arr is None:
+            raise TypeError(f"{op}: {name} must be an array, got None")
+        shape = tuple(arr.shape)
+        if len(shape) != len(pat):
+            raise ValueError(f"{op}: {name} has shape {shape}, expected {len(pat)} dims ({','.join(pat)})")
+        for d, s in zip(pat, shape):
+            optional = d.endswith("?")
+            sym = d[:-1] if optional else d
+            if sym == "*" or (optional and s == 0):
+                continue
+            if sym.isdigit():
+                ok = s == int(sym)
+            else:
+                ok = sizes.setdefault(sym, s) == s
+            if not ok:
+                want = {k: v for k, v in sizes.items() if k in pat or k == sym}
+                raise ValueError(f"{op}: {name} has shape {shape}, expected ({','.join(pat)}) with {want}")
+    return sizes
+
+
+def check_kernel_index(op, name, arr, high, ignore=None):
+    """Every value of the int64 memoryview/array `arr` in [0, high) (or equal to `ignore`)."""
+    a = np.asarray(arr)
+    if a.size:
+        valid = (a >= 0) & (a < high)
+        if ignore is not None:
+            valid |= a == ignore
+        if not valid.all():
+            raise IndexError(f"{op}: {name} contains {int(a[~valid].ravel()[0])}, outside [0, {high})")
+
+
+def check_kernel_scalar(op, name, value, low, high=None):
+    """An integer kernel parameter in [low, high] (high=None: no upper bound)."""
+    if value < low or (high is not None and value > high):
+        rng = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{op}: {name} must be {rng}, got {value}")
