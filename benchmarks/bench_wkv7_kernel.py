@@ -55,9 +55,9 @@ def main():
             x = inputs(B, T, H, N, dtype)
             gy = np.ones_like(x[0])
             gs = np.zeros((B, H, N, N), dtype)
-            ckpt = _wkv7_forward(*x, None, save=True)[2]
+            saved = _wkv7_forward(*x, None, save=True)[2]
             f_best, f_med = best_of(partial(_wkv7_forward, *x, None, save=True), args.reps)
-            b_best, b_med = best_of(partial(_wkv7_backward, *x, ckpt, gy, gs), args.reps)
+            b_best, b_med = best_of(partial(_wkv7_backward, *x, saved, gy, gs), args.reps)
             steps = B * T * H
             fwd_gf = 9 * N * N * steps / f_best / 1e9
             tot_gf = 30 * N * N * steps / (f_best + b_best) / 1e9

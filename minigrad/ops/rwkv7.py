@@ -59,23 +59,26 @@ def _check_wkv7(r, w, k, v, a, b, state):
 
 
 def _wkv7_forward(r, w, k, v, a, b, state, save, chunk=WKV7_CHUNK):
-    """Run the kernel; returns y, final_state, checkpoints (empty when not saving)."""
+    """Run the kernel; returns y, final_state and what the backward needs (None unless saving):
+    the chunk checkpoints (B*H*ceil(T/chunk)*N*N) and the vectors S_{t-1} a_t (B, T, H, N)."""
     B, T, H, N = r.shape
     s0 = _zeros_or(state, (B, H, N, N), r.dtype)
     y = np.empty_like(r)
     sT = np.empty((B, H, N, N), r.dtype)
     nchunk = -(-T // chunk)
     ckpt = np.empty(B * H * nchunk * N * N if save else 0, r.dtype)
-    _wkv.wkv7_forward(r, w, k, v, a, b, s0, y, sT, ckpt, chunk)
-    return y, sT, ckpt
+    sa = np.empty_like(r) if save else np.empty((0, 0, 0, 0), r.dtype)
+    _wkv.wkv7_forward(r, w, k, v, a, b, s0, y, sT, ckpt, sa, chunk)
+    return y, sT, ((ckpt, sa) if save else None)
 
 
-def _wkv7_backward(r, w, k, v, a, b, ckpt, gy, gsT, chunk=WKV7_CHUNK):
-    """Returns dr, dw, dk, dv, da, db (like r) and ds0 (B, H, N, N)."""
+def _wkv7_backward(r, w, k, v, a, b, saved, gy, gsT, chunk=WKV7_CHUNK):
+    """saved: from _wkv7_forward. Returns [dr, dw, dk, dv, da, db] (like r) and ds0 (B, H, N, N)."""
     grads = [np.empty_like(r) for _ in range(6)]
-    ds0 = np.empty_like(gsT)
-    _wkv.wkv7_backward(r, w, k, v, a, b, ckpt, np.ascontiguousarray(gy),
-                       np.ascontiguousarray(gsT), *grads, ds0, chunk)
+    ds0 = np.empty(r.shape[:1] + r.shape[2:] + r.shape[3:], r.dtype)
+    gsT = np.ascontiguousarray(gsT, dtype=r.dtype)
+    _wkv.wkv7_backward(r, w, k, v, a, b, *saved, np.ascontiguousarray(gy, dtype=r.dtype), gsT,
+                       *grads, ds0, chunk)
     return grads, ds0
 
 
@@ -86,16 +89,16 @@ class WKV7(Function):
     def forward(ctx, r, w, k, v, a, b, state, chunk):
         _check_wkv7(r, w, k, v, a, b, state)
         save = _recording(ctx)
-        y, sT, ckpt = _wkv7_forward(r, w, k, v, a, b, state, save, chunk)
+        y, sT, saved = _wkv7_forward(r, w, k, v, a, b, state, save, chunk)
         if save:
-            ctx.save_for_backward(r, w, k, v, a, b, ckpt)
+            ctx.save_for_backward(r, w, k, v, a, b, *saved)
             ctx.chunk = chunk
         return y, sT
 
     @staticmethod
     def backward(ctx, gy, gsT):
-        r, w, k, v, a, b, ckpt = ctx.saved_tensors
-        grads, ds0 = _wkv7_backward(r, w, k, v, a, b, ckpt, gy, gsT, ctx.chunk)
+        r, w, k, v, a, b, ckpt, sa = ctx.saved_tensors
+        grads, ds0 = _wkv7_backward(r, w, k, v, a, b, (ckpt, sa), gy, gsT, ctx.chunk)
         return (*grads, ds0 if ctx.needs_input_grad[6] else None, None)
 
 
@@ -205,8 +208,8 @@ class RWKV7TimeMix(Function):
 
         save = _recording(ctx)
         shape4 = (B, T, H, N)
-        y, sT, ckpt = _wkv7_forward(*(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)),
-                                    wkv_state, save)
+        y, sT, wkv_saved = _wkv7_forward(*(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)),
+                                         wkv_state, save)
         y = y.reshape(M, C)
         u = np.empty_like(y)
         mean, rstd, bonus = (np.empty((M, H), dt) for _ in range(3))
@@ -217,7 +220,7 @@ class RWKV7TimeMix(Function):
 
         if save:
             ctx.save_for_backward(x, shift, mu, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
-                                  hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt)
+                                  hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved)
             ctx.p, ctx.layer_id, ctx.dims = p, layer_id, (B, T, C, H, N)
         outs = (out, new_shift, sT)
         return outs + (v.reshape(B, T, C),) if layer_id == 0 else outs
@@ -225,7 +228,7 @@ class RWKV7TimeMix(Function):
     @staticmethod
     def backward(ctx, gout, gnew_shift, gsT, gv_first_out=None):
         (x, shift, mu, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
-         hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt) = ctx.saved_tensors
+         hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt, sa) = ctx.saved_tensors
         p, layer_id = ctx.p, ctx.layer_id
         B, T, C, H, N = ctx.dims
         M, dt = B * T, x.dtype
@@ -253,7 +256,7 @@ class RWKV7TimeMix(Function):
         # WKV7 (a = -kk, b = kk * a)
         shape4 = (B, T, H, N)
         (dr, dw, dkmod, dv, daw, dbw), ds0 = _wkv7_backward(
-            *(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)), ckpt,
+            *(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)), (ckpt, sa),
             gy.reshape(shape4), gsT)
         dr, dw, dkmod, dv, daw, dbw = (t.reshape(M, C) for t in (dr, dw, dkmod, dv, daw, dbw))
         dr += gr_b
