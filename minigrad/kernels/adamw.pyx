@@ -17,7 +17,7 @@ is bit-reproducible for any thread count and schedule.
 """
 from cython cimport floating
 from cython.parallel cimport prange
-from libc.math cimport isfinite, sqrt, sqrtf
+from libc.math cimport isfinite
 
 import numpy as np
 
@@ -27,46 +27,27 @@ cdef Py_ssize_t CHUNK = 1 << 15
 FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-cdef inline floating _sqrt(floating x) noexcept nogil:
+cdef extern from "_adamw.h" nogil:
+    void mg_adamw_range_f(float* p, const float* g, float* m, float* v, float* vmax, long start, long stop,
+                          float decay, float w1, int w1_small, float beta2, float w2, float bc2_sqrt,
+                          float eps, float neg_step)
+    void mg_adamw_range_d(double* p, const double* g, double* m, double* v, double* vmax, long start,
+                          long stop, double decay, double w1, int w1_small, double beta2, double w2,
+                          double bc2_sqrt, double eps, double neg_step)
+
+
+# shapes: p, g, m, v, vmax all (n,) contiguous; vmax is NULL unless amsgrad.
+# The element loop is in _adamw.h (compiled per instruction set); this picks the dtype.
+cdef inline void adamw_step_range(floating* p, const floating* g, floating* m, floating* v, floating* vmax,
+                                  Py_ssize_t start, Py_ssize_t stop,
+                                  floating decay, floating w1, bint w1_small, floating beta2, floating w2,
+                                  floating bc2_sqrt, floating eps, floating neg_step) noexcept nogil:
     if floating is float:
-        return sqrtf(x)
+        mg_adamw_range_f(p, g, m, v, vmax, start, stop, decay, w1, w1_small, beta2, w2, bc2_sqrt, eps,
+                         neg_step)
     else:
-        return sqrt(x)
-
-
-cdef inline floating _lerp(floating start, floating end, floating weight, bint weight_small) noexcept nogil:
-    # PyTorch's lerp: exact at both ends, choosing the formula by the weight.
-    if weight_small:
-        return start + weight * (end - start)
-    return end - (end - start) * (<floating>1 - weight)
-
-
-# shapes: p, g, m, v, vmax all (n,) contiguous; vmax is NULL unless amsgrad
-cdef void adamw_step_range(floating* p, const floating* g, floating* m, floating* v, floating* vmax,
-                           Py_ssize_t start, Py_ssize_t stop,
-                           floating decay, floating w1, bint w1_small, floating beta2, floating w2,
-                           floating bc2_sqrt, floating eps, floating neg_step) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef floating gi, mi, vi
-    if vmax == NULL:
-        for i in range(start, stop):
-            gi = g[i]
-            mi = _lerp(m[i], gi, w1, w1_small)
-            vi = v[i] * beta2 + (w2 * gi) * gi
-            m[i] = mi
-            v[i] = vi
-            p[i] = p[i] * decay + (neg_step * mi) / (_sqrt(vi) / bc2_sqrt + eps)
-    else:
-        for i in range(start, stop):
-            gi = g[i]
-            mi = _lerp(m[i], gi, w1, w1_small)
-            vi = v[i] * beta2 + (w2 * gi) * gi
-            m[i] = mi
-            v[i] = vi
-            if vmax[i] > vi:
-                vi = vmax[i]
-            vmax[i] = vi
-            p[i] = p[i] * decay + (neg_step * mi) / (_sqrt(vi) / bc2_sqrt + eps)
+        mg_adamw_range_d(p, g, m, v, vmax, start, stop, decay, w1, w1_small, beta2, w2, bc2_sqrt, eps,
+                         neg_step)
 
 
 cdef void adamw_step_all(floating* p, const floating* g, floating* m, floating* v, floating* vmax,
