@@ -14,6 +14,7 @@ from libc.math cimport exp, sqrt, tanh, tanhf
 
 from minigrad.kernels._fastmath cimport mg_expf
 from minigrad.kernels._openmp cimport omp_get_max_threads
+from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 cdef double DECAY_SCALE = exp(-0.5)   # w = exp(-exp(-0.5) * sigmoid(z)), the exact x070 constant
 cdef double KK_EPS = 1e-12            # kk = kk / max(||kk||, 1e-12)
@@ -39,6 +40,16 @@ cdef inline floating _tanh(floating z) noexcept nogil:
         return tanh(z)
 
 
+def _check_heads(op, C, H, *optional):
+    """H >= 1 heads dividing C channels; the optional (M or 0, C) operands all present or all absent."""
+    check_kernel_scalar(op, "H", H, 1)
+    if C % H:
+        raise ValueError(f"{op}: H = {H} heads do not divide C = {C} channels")
+    if len({a.shape[0] for a in optional}) > 1:
+        raise ValueError(f"{op}: the value-residual operands must all have M rows or all 0, got "
+                         f"{[tuple(a.shape) for a in optional]}")
+
+
 def num_threads():
     """Rows of the per-thread accumulators the backward kernels need."""
     return omp_get_max_threads()
@@ -47,6 +58,7 @@ def num_threads():
 # h: (M, D) in place
 def tanh_forward(floating[:, ::1] h):
     """h = tanh(h)."""
+    check_kernel_args("tanh_forward", "h:*,*", h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     with nogil:
         for m in prange(M, schedule="static"):
@@ -57,6 +69,7 @@ def tanh_forward(floating[:, ::1] h):
 # h: (M, D) in place
 def sigmoid_forward(floating[:, ::1] h):
     """h = sigmoid(h)."""
+    check_kernel_args("sigmoid_forward", "h:*,*", h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     with nogil:
         for m in prange(M, schedule="static"):
@@ -67,6 +80,7 @@ def sigmoid_forward(floating[:, ::1] h):
 # g: (M, D) grad of the activation output (in place -> grad of its input), h: (M, D) output
 def activation_backward(floating[:, ::1] g, const floating[:, ::1] h, bint is_tanh):
     """tanh: g *= 1 - h^2;  sigmoid: g *= h (1 - h)."""
+    check_kernel_args("activation_backward", "g:M,D h:M,D", g, h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     with nogil:
         for m in prange(M, schedule="static"):
@@ -93,6 +107,10 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
         layer > 0: zv <- s = sigmoid(v0 + zv);  vres = v + (vfirst - v) s   (layer 0: untouched)
         aw = -kk;  bw = kk a          (the WKV7 a and b)
     """
+    check_kernel_args("time_mix_prepare_forward", "k:M,C v:M,C zw:M,C za:M,C zv:M?,C vfirst:M?,C w0:C a0:C "
+                      "v0:C k_k:C k_a:C w:M,C kk:M,C kmod:M,C vres:M,C aw:M,C bw:M,C", k, v, zw, za, zv,
+                      vfirst, w0, a0, v0, k_k, k_a, w, kk, kmod, vres, aw, bw)
+    _check_heads("time_mix_prepare_forward", k.shape[1], H, zv, vfirst)
     cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H, m, h, n, c
     cdef bint vres_on = zv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
@@ -165,6 +183,12 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
         layer 0: gv = gv_in (the caller has already added the v_first output's grad)
         g_w0 = sum g_zw, g_a0 = sum g_za, g_v0 = sum g_zv, g_k_k = sum gkk0 k, g_k_a = sum dkmod k (a-1)
     """
+    check_kernel_args("time_mix_prepare_backward", "dw:M,C daw:M,C dbw:M,C dkmod:M,C gv_in:M,C k:M,C v:M,C "
+                      "zw:M,C w:M,C a:M,C kk:M,C sv:M?,C vfirst:M?,C k_k:C k_a:C gk:M,C gv:M,C g_zw:M,C "
+                      "g_za:M,C g_zv:M?,C g_vfirst:M?,C acc:P,5,C", dw, daw, dbw, dkmod, gv_in, k, v, zw, w,
+                      a, kk, sv, vfirst, k_k, k_a, gk, gv, g_zw, g_za, g_zv, g_vfirst, acc)
+    _check_heads("time_mix_prepare_backward", k.shape[1], H, sv, vfirst, g_zv, g_vfirst)
+    check_kernel_scalar("time_mix_prepare_backward", "acc.shape[0]", acc.shape[0], 1)
     cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H
     cdef int nthreads = acc.shape[0]
     cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
@@ -255,6 +279,11 @@ def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
                             floating[:, ::1] rstd, floating[:, ::1] bonus):
     """Per row and head: yhat = (y - mean) rstd (GroupNorm, biased variance, eps);
         bonus = sum_n r k r_k;   z = yhat ln_w + ln_b + bonus v;   u = z g."""
+    check_kernel_args("time_mix_output_forward", "y:M,C r:M,C kmod:M,C vres:M,C g:M,C r_k:C ln_w:C ln_b:C "
+                      "u:M,C", y, r, kmod, vres, g, r_k, ln_w, ln_b, u)
+    _check_heads("time_mix_output_forward", y.shape[1], H)
+    check_kernel_args("time_mix_output_forward", "mean:M,H rstd:M,H bonus:M,H", mean, rstd, bonus,
+                      M=y.shape[0], H=H)
     cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H, m, h, n, c
     cdef double mu, var, d, rs, bo
     with nogil:
@@ -298,6 +327,13 @@ def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y
         gb  = sum_n gz v (grad of the bonus);  gv = gz bonus;
         gr  = gb kmod r_k;  gkmod = gb r r_k;  g_r_k = sum gb r kmod
     """
+    check_kernel_args("time_mix_output_backward", "gu:M,C y:M,C r:M,C kmod:M,C vres:M,C g:M,C r_k:C ln_w:C "
+                      "ln_b:C g_g:M,C gy:M,C gv:M,C gr:M,C gkmod:M,C acc:P,3,C", gu, y, r, kmod, vres, g,
+                      r_k, ln_w, ln_b, g_g, gy, gv, gr, gkmod, acc)
+    _check_heads("time_mix_output_backward", y.shape[1], H)
+    check_kernel_args("time_mix_output_backward", "mean:M,H rstd:M,H bonus:M,H", mean, rstd, bonus,
+                      M=y.shape[0], H=H)
+    check_kernel_scalar("time_mix_output_backward", "acc.shape[0]", acc.shape[0], 1)
     cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H
     cdef int nthreads = acc.shape[0]
     cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
