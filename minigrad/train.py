@@ -361,13 +361,29 @@ def _peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
 
-def train(cfg, log=print):
-    """Run training as `cfg` says and return a dict of results (losses, speed, sample, paths)."""
-    cfg = cfg.resolved()
-    if cfg.threads:
-        mg.set_num_threads(cfg.threads)
-    os.makedirs(cfg.out, exist_ok=True)
+@dataclasses.dataclass
+class _Run:
+    """What a training run works on, fresh or restored from a checkpoint."""
+    cfg: TrainConfig
+    model: object
+    optimizer: object
+    tokenizer: object
+    sampler: BatchSampler
+    val_batches: list
+    corpus_desc: str
+    step: int = 0
+    elapsed_s: float = 0.0
 
+    def save(self, step, elapsed):
+        cfg = self.cfg
+        return io.save_checkpoint(
+            cfg.out, step, self.model, self.optimizer, model_type=cfg.model, tokenizer=self.tokenizer,
+            keep=cfg.keep, rng={"sampler": self.sampler.state_dict(), "minigrad": mg.get_rng_state()},
+            extra={"elapsed_s": elapsed, "train": dataclasses.asdict(cfg)})
+
+
+def _prepare(cfg, log):
+    """Data, model and optimizer: fresh, or restored exactly from the newest checkpoint on resume."""
     ckpt = None
     if cfg.resume:
         if io.list_checkpoints(cfg.out):
@@ -376,6 +392,9 @@ def train(cfg, log=print):
             log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
     if ckpt is None:
         _set_aside_previous_run(cfg.out, log)
+    elif ckpt.model_type != cfg.model:
+        raise io.CheckpointError(f"--resume: {ckpt.path} holds a {ckpt.model_type!r} model, "
+                                 f"not {cfg.model!r}; use --model {ckpt.model_type} or another --out")
 
     text, corpus_desc = load_corpus(cfg.corpus)
     tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
@@ -383,50 +402,51 @@ def train(cfg, log=print):
     train_ids, val_ids = train_val_split(ids, cfg.val_fraction)
     sampler = BatchSampler(train_ids, cfg.batch_size, cfg.seq_len, seed=cfg.seed)
     val_batches = eval_batches(val_ids, cfg.batch_size, cfg.seq_len, cfg.eval_batches) if len(val_ids) else []
+    log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
 
-    if ckpt:
-        if ckpt.model_type != cfg.model:
-            raise io.CheckpointError(f"--resume: {ckpt.path} holds a {ckpt.model_type!r} model, "
-                                     f"not {cfg.model!r}; use --model {ckpt.model_type} or another --out")
-        model = ckpt.build_model()
-    else:
+    if ckpt is None:
         model = build_model(cfg.model, cfg.size, tokenizer.vocab_size, cfg.seq_len, cfg.seed)
+        return _Run(cfg, model, make_optimizer(model, cfg), tokenizer, sampler, val_batches, corpus_desc)
+    model = ckpt.build_model()
     optimizer = make_optimizer(model, cfg)
-    step, elapsed_before = 0, 0.0
-    if ckpt:
-        optimizer.load_state_dict(ckpt.optimizer_state)
-        sampler.load_state_dict(ckpt.rng["sampler"])
-        mg.set_rng_state(ckpt.rng["minigrad"])
-        step, elapsed_before = ckpt.step, ckpt.extra["elapsed_s"]
-        log(f"resumed from {ckpt.path} at step {step}")
+    optimizer.load_state_dict(ckpt.optimizer_state)
+    sampler.load_state_dict(ckpt.rng["sampler"])
+    mg.set_rng_state(ckpt.rng["minigrad"])
+    log(f"resumed from {ckpt.path} at step {ckpt.step}")
+    return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, ckpt.step,
+                ckpt.extra["elapsed_s"])
+
+
+def train(cfg, log=print):
+    """Run training as `cfg` says and return a dict of results (losses, speed, sample, paths)."""
+    cfg = cfg.resolved()
+    if cfg.threads:
+        mg.set_num_threads(cfg.threads)
+    os.makedirs(cfg.out, exist_ok=True)
+    run = _prepare(cfg, log)
+    model, optimizer, sampler, val_batches = run.model, run.optimizer, run.sampler, run.val_batches
+    step, elapsed_before = run.step, run.elapsed_s
 
     n_params = sum(p.data.size for p in model.parameters())
     tokens_per_step = cfg.batch_size * cfg.seq_len
-    log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
     log(f"model: {cfg.model}-{cfg.size}, {n_params / 1e6:.2f}M parameters; batch {cfg.batch_size} x "
         f"{cfg.seq_len} = {tokens_per_step} tokens/step; lr {cfg.lr:g}; threads {mg.get_num_threads()}")
     length = f"{cfg.steps} steps" if cfg.steps else f"{cfg.minutes:g} minutes"
     log(f"training for {length}; run directory {cfg.out}")
 
-    metrics = MetricsLog(cfg.out, resume_step=step if ckpt else None)
+    metrics = MetricsLog(cfg.out, resume_step=step if run.step else None)
     metrics.event("start", step=step, config=dataclasses.asdict(cfg), n_params=int(n_params))
     budget = cfg.minutes * 60.0 if cfg.minutes else None
     last_step = cfg.steps if cfg.steps else None
     if cfg.stop_at is not None:
         last_step = min(cfg.stop_at, last_step) if last_step else cfg.stop_at
 
-    def save(at_step, elapsed):
-        return io.save_checkpoint(
-            cfg.out, at_step, model, optimizer, model_type=cfg.model, tokenizer=tokenizer, keep=cfg.keep,
-            rng={"sampler": sampler.state_dict(), "minigrad": mg.get_rng_state()},
-            extra={"elapsed_s": elapsed, "train": dataclasses.asdict(cfg)})
-
     def done(at_step, elapsed):
         if last_step is not None and at_step >= last_step:
             return True
         return budget is not None and elapsed >= budget
 
-    plot_path, title = os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size} on {corpus_desc}"
+    plot_path, title = os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size} on {run.corpus_desc}"
     progress = _Progress(cfg.progress, cfg.steps, step)
     params = list(model.parameters())
     t_start = time.perf_counter()
@@ -473,7 +493,7 @@ def train(cfg, log=print):
                                 + f" | {tokens_per_step / step_time:,.0f} tok/s | lr {lr:.2e}")
                 if evaluate_now:
                     progress.write(f"step {step}: train {ema_loss:.4f}  val {val_loss:.4f}")
-                    save(step, elapsed)
+                    run.save(step, elapsed)
                     if cfg.plot:
                         plot_losses(metrics.rows(), plot_path, title)
     except KeyboardInterrupt:  # a second Ctrl-C: the step in flight is lost, the checkpoints are not
@@ -485,14 +505,15 @@ def train(cfg, log=print):
     progress.close()
     if stop.requested:
         log(f"\ninterrupted: saving step {step}. Continue with --resume --out {cfg.out}")
-    if not val_batches or not io.list_checkpoints(cfg.out) or io.list_checkpoints(cfg.out)[-1][0] != step:
-        save(step, elapsed)
+    if not io.list_checkpoints(cfg.out) or io.list_checkpoints(cfg.out)[-1][0] != step:
+        run.save(step, elapsed)
     plot = plot_losses(metrics.rows(), plot_path, title) if cfg.plot else None
     trained = time.perf_counter() - t_start
     result = {"step": step, "train_loss": train_loss, "val_loss": val_loss, "elapsed_s": elapsed,
               "tokens_per_s": tokens_per_step / step_time if step_time else None,
               "peak_rss_mb": _peak_rss_mb(), "out": cfg.out, "plot": plot, "model": model,
-              "tokenizer": tokenizer, "checkpoint": io.latest_checkpoint(cfg.out)}
+              "tokenizer": run.tokenizer, "checkpoint": io.latest_checkpoint(cfg.out),
+              "interrupted": stop.requested}
     metrics.event("end", **{k: v for k, v in result.items() if k not in ("model", "tokenizer")})
     metrics.close()
     if val_loss is not None:
@@ -500,11 +521,10 @@ def train(cfg, log=print):
             f"{trained / 60:.1f} min this run, {result['tokens_per_s'] or 0:,.0f} tok/s, "
             f"peak RSS {result['peak_rss_mb']:.0f} MB")
     log(f"checkpoint: {result['checkpoint']}" + (f"; loss curve: {plot}" if plot else ""))
-    result["interrupted"] = stop.requested
     if cfg.sample_tokens and not stop.requested:
         prompt = cfg.prompt if cfg.prompt is not None else \
             ("ROMEO:\n" if str(cfg.corpus).lower() == "shakespeare" else "\n")
-        result["sample"] = generate_text(model, tokenizer, prompt, cfg.sample_tokens, cfg.temperature,
+        result["sample"] = generate_text(model, run.tokenizer, prompt, cfg.sample_tokens, cfg.temperature,
                                          cfg.top_k, cfg.top_p, seed=cfg.seed, window=cfg.seq_len)
         log("-" * 30 + " sample " + "-" * 30 + "\n" + result["sample"] + "\n" + "-" * 68)
     return result
