@@ -214,3 +214,61 @@ def test_bad_inputs_raise_clear_errors():
         F.rwkv7_time_mix(x, tp, None, mg.tensor(np.zeros((1, 2, 4, 3))), vf, layer_id=1, head_size=4)
     with pytest.raises(TypeError):
         F.rwkv7_time_mix(x.to(mg.float32), tp, v_first=vf, layer_id=1, head_size=4)
+
+
+def torch_time_mix(torch, x, p, shift, wkv, v_first, layer_id, N):
+    """The official x070 time mix written with torch ops (autograd gives the reference grads)."""
+    B, T, C = x.shape
+    H = C // N
+    prev = torch.cat([shift[:, None], x[:, :-1]], 1)
+    xx = prev - x
+    xr, xw, xk, xv, xa, xg = (x + xx * p[f"x_{c}"] for c in "rwkvag")
+    r = xr @ p["receptance.weight"].T
+    w = torch.exp(-np.exp(-0.5) * torch.sigmoid(p["w0"] + torch.tanh(xw @ p["w1"]) @ p["w2"]))
+    k = xk @ p["key.weight"].T
+    v = xv @ p["value.weight"].T
+    if layer_id == 0:
+        v_first = v
+    else:
+        v = v + (v_first - v) * torch.sigmoid(p["v0"] + (xv @ p["v1"]) @ p["v2"])
+    a = torch.sigmoid(p["a0"] + (xa @ p["a1"]) @ p["a2"])
+    g = torch.sigmoid(xg @ p["g1"]) @ p["g2"]
+    kk = torch.nn.functional.normalize((k * p["k_k"]).view(B, T, H, N), dim=-1, p=2.0, eps=1e-12)
+    k = k * (1 + (a - 1) * p["k_a"])
+    heads = lambda t: t.view(B, T, H, N)   # noqa: E731
+    r4, w4, k4, v4, a4 = heads(r), heads(w), heads(k), heads(v), heads(a)
+    S, ys = wkv, []
+    for t in range(T):
+        sa = torch.einsum("bhij,bhj->bhi", S, -kk[:, t])
+        S = (S * w4[:, t, :, None, :] + v4[:, t, :, :, None] * k4[:, t, :, None, :]
+             + sa[..., None] * (kk[:, t] * a4[:, t])[:, :, None, :])
+        ys.append(torch.einsum("bhij,bhj->bhi", S, r4[:, t]))
+    y = torch.stack(ys, 1).reshape(B * T, C)
+    y = torch.nn.functional.group_norm(y, H, p["ln_x.weight"], p["ln_x.bias"], eps=64e-5).view(B, T, C)
+    y = y + ((r4 * k4 * p["r_k"]).sum(-1, keepdim=True) * v4).reshape(B, T, C)
+    return (y * g) @ p["output.weight"].T, x[:, -1], S, v_first
+
+
+@pytest.mark.parametrize("layer_id", [0, 1])
+def test_against_torch_autograd(layer_id):
+    torch = pytest.importorskip("torch")
+    N = 4
+    p, inputs = make_case(2, 5, 3, N, layer_id, (3, 4, 2, 5), seed=11 + layer_id)
+    tp = {k: torch.tensor(v, requires_grad=True) for k, v in p.items()}
+    ti = {k: torch.tensor(v, requires_grad=True) for k, v in inputs.items()}
+    ref = torch_time_mix(torch, ti["x"], tp, ti["shift"], ti["wkv"], ti["v_first"], layer_id, N)
+    outs, mp, mi = run_fused(p, inputs, layer_id, N)
+    rng = np.random.default_rng(0)
+    cots = [rng.standard_normal(o.shape) for o in outs[:3]]
+    if layer_id == 0:
+        cots.append(rng.standard_normal(outs[3].shape))
+    for o, o_ref in zip(outs, ref):
+        np.testing.assert_allclose(o.numpy(), o_ref.detach().numpy(), rtol=1e-10, atol=1e-10)
+    torch.autograd.backward(list(ref[:len(cots)]), [torch.tensor(c) for c in cots])
+    mg.autograd.backward(list(outs[:len(cots)]), cots)
+    names = list(tp) + ["x", "shift", "wkv"] + (["v_first"] if layer_id else [])
+    for name in names:
+        t_grad = (tp.get(name) if name in tp else ti[name]).grad.numpy()
+        m_grad = (mp.get(name) if name in mp else mi[name]).grad.numpy()
+        np.testing.assert_allclose(m_grad, t_grad, rtol=1e-9, atol=1e-10 * np.abs(t_grad).max(),
+                                   err_msg=name)
