@@ -11,8 +11,10 @@ Frameworks, each timed in its own subprocess (so peak RSS is its own):
   torch-loop      PyTorch eager, WKV as a per-timestep loop (as users write it)
   torch-chunked   PyTorch, chunked closed-form WKV, torch.compile'd
 Reported: ms per training step (forward + backward + AdamW, median), tokens/s, peak RSS,
-model-FLOPs utilisation against the sgemm rate measured here, WKV7 kernel fwd+bwd GFLOP/s and
-recurrent generation tokens/s (batch 1, one token at a time through the O(1) state).
+model-FLOPs utilisation against the sgemm rate measured here (6 x GEMM weights per token + WKV),
+WKV7 kernel fwd+bwd GFLOP/s (useful 9 N^2 + 21 N^2 per batch x token x head, as in
+docs/rwkv7_kernels.md) and recurrent generation tokens/s (batch 1, one token at a time through the
+O(1) state; minigrad samples, torch takes the argmax).
 """
 import argparse
 import json
@@ -35,7 +37,8 @@ CONFIGS = {
 }
 VOCAB, HEAD_SIZE = 256, 64
 FRAMEWORKS = ("minigrad", "torch-loop", "torch-chunked")
-WKV_FLOPS_PER_STEP = 28  # x N^2 per (batch, token, head): forward 9 N^2, backward 19 N^2
+WKV_FLOPS_PER_STEP = 30  # useful x N^2 per (batch, token, head): forward 9, backward 21 (no recompute)
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def model_config(name):
@@ -63,14 +66,16 @@ def batch(cfg, B, T, seed):
     return idx[:, :-1], idx[:, 1:]
 
 
-def timed(step, warmup, steps):
+def timed(step, warmup, steps, clock="wall"):
+    """Median seconds per call: wall clock, or this process's CPU time (all its threads)."""
+    now = CLOCK[clock]
     for _ in range(warmup):
         step()
     times = []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0 = now()
         step()
-        times.append(time.perf_counter() - t0)
+        times.append(now() - t0)
     return float(np.median(times))
 
 
@@ -106,7 +111,7 @@ def work_minigrad(cfg, c, args):
         loss.backward()
         opt.step()
 
-    result = {"step_s": timed(step, args.warmup, args.steps)}
+    result = {"step_s": timed(step, args.warmup, args.steps, args.clock)}
     # WKV7 kernel alone, fwd + bwd, at this config's shapes
     B, T, H, N = c["B"], c["T"], cfg.n_head, cfg.head_size
     rng = np.random.default_rng(2)
@@ -123,7 +128,7 @@ def work_minigrad(cfg, c, args):
         y_, _ = F.wkv7(r, w, k, v, a, b)
         (y_ * gy).sum().backward()
 
-    result["wkv_s"] = timed(wkv_step, 1, max(3, args.steps))
+    result["wkv_s"] = timed(wkv_step, 1, max(3, args.steps), args.clock)
     result["gen_tok_s"] = generation_speed(lambda prompt, n: model.generate(prompt, n, seed=0), cfg, args)
     return result
 
@@ -153,7 +158,8 @@ def work_torch(cfg, c, args, wkv, compiled):
 
     t0 = time.perf_counter()
     step()  # first step (includes compilation when compiled)
-    result = {"first_step_s": time.perf_counter() - t0, "step_s": timed(step, args.warmup, args.steps)}
+    result = {"first_step_s": time.perf_counter() - t0,
+              "step_s": timed(step, args.warmup, args.steps, args.clock)}
     if not compiled:
         @torch.no_grad()
         def generate(prompt, n):
@@ -169,9 +175,10 @@ def work_torch(cfg, c, args, wkv, compiled):
 def generation_speed(generate, cfg, args):
     prompt = np.random.default_rng(3).integers(0, cfg.vocab_size, (1, 16))
     generate(prompt, 4)
-    t0 = time.perf_counter()
+    now = CLOCK[args.clock]
+    t0 = now()
     generate(prompt, args.gen_tokens)
-    return args.gen_tokens / (time.perf_counter() - t0)
+    return args.gen_tokens / (now() - t0)
 
 
 def worker(args):
@@ -187,7 +194,7 @@ def worker(args):
 
 
 # ---- driver --------------------------------------------------------------------------------------
-def sgemm_rate(threads, c):
+def sgemm_rate(threads, c, clock):
     """Best GFLOP/s of float32 numpy matmul: the step's dominant GEMM shapes and a 1024^3 square."""
     from threadpoolctl import threadpool_limits
 
@@ -198,17 +205,18 @@ def sgemm_rate(threads, c):
             a = np.random.rand(M, K).astype(np.float32)
             b = np.random.rand(K, N).astype(np.float32)
             a @ b
-            t0 = time.perf_counter()
+            now = CLOCK[clock]
+            t0 = now()
             for _ in range(10):
                 a @ b
-            best = max(best, 2 * M * K * N * 10 / (time.perf_counter() - t0) / 1e9)
+            best = max(best, 2 * M * K * N * 10 / (now() - t0) / 1e9)
     return best
 
 
 def run_worker(framework, config, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--config", config,
            "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--gen-tokens", str(args.gen_tokens)]
+           "--gen-tokens", str(args.gen_tokens), "--clock", args.clock]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     for line in proc.stdout.splitlines():
@@ -226,7 +234,10 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--gen-tokens", type=int, default=64)
-    p.add_argument("--timeout", type=int, default=1800)
+    p.add_argument("--timeout", type=int, default=3600)
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall clock (default) or process CPU time: on a machine shared with other jobs, "
+                        "'--threads 1 --clock cpu' measures the work itself")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -236,14 +247,15 @@ def main():
     import minigrad
 
     print(f"minigrad {minigrad.build_info()}")
-    print(f"threads {args.threads}, median of {args.steps} steps after {args.warmup} warm-up\n")
+    print(f"threads {args.threads}, {args.clock} clock, median of {args.steps} steps after {args.warmup} "
+          f"warm-up\n")
     header = (f"{'config':7} {'framework':14} {'ms/step':>9} {'tok/s':>8} {'vs loop':>8} {'vs compiled':>11} "
               f"{'MFU':>6} {'RSS MB':>7} {'WKV GF/s':>9} {'gen tok/s':>10}")
     rows = []
     for config in args.configs.split(","):
         cfg, c = model_config(config), CONFIGS[config]
         tokens = c["B"] * c["T"]
-        peak = sgemm_rate(args.threads, c)
+        peak = sgemm_rate(args.threads, c, args.clock)
         flops = training_flops(cfg, tokens)
         res = {fw: run_worker(fw, config, args) for fw in args.frameworks.split(",")}
         print(f"[{config}] sgemm {peak:.1f} GFLOP/s measured; model {flops / 1e9:.1f} GFLOP per step "
