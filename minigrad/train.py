@@ -297,7 +297,7 @@ class _Progress:
             except ImportError:
                 pass
 
-    def update(self, step, total, info):
+    def update(self, step, total, info, step_time):
         if self.bar is not None:
             if total is not None and total != self.bar.total:
                 self.bar.total = total
@@ -305,7 +305,8 @@ class _Progress:
             self.bar.update(step - self.bar.n)
         elif time.monotonic() - self._last > 10:
             self._last = time.monotonic()
-            print(f"step {step}/{total or '?'} {info}", file=sys.stderr, flush=True)
+            eta = f" | ETA {max(0, total - step) * step_time / 60:.1f} min" if total else ""
+            print(f"step {step}/{total or '?'} {info}{eta}", file=sys.stderr, flush=True)
 
     def write(self, text):
         if self.bar is not None:
@@ -490,7 +491,7 @@ def train(cfg, log=print):
                     total = step + max(0, int((budget - elapsed) / step_time))
                 progress.update(step, total, f"loss {ema_loss:.3f}"
                                 + (f" val {val_loss:.3f}" if val_loss is not None else "")
-                                + f" | {tokens_per_step / step_time:,.0f} tok/s | lr {lr:.2e}")
+                                + f" | {tokens_per_step / step_time:,.0f} tok/s | lr {lr:.2e}", step_time)
                 if evaluate_now:
                     progress.write(f"step {step}: train {ema_loss:.4f}  val {val_loss:.4f}")
                     run.save(step, elapsed)
