@@ -62,6 +62,7 @@ def _wkv7_forward(r, w, k, v, a, b, state, save, chunk=WKV7_CHUNK):
     """Run the kernel; returns y, final_state and what the backward needs (None unless saving):
     the chunk checkpoints (B*H*ceil(T/chunk)*N*N) and the vectors S_{t-1} a_t (B, T, H, N)."""
     B, T, H, N = r.shape
+    chunk = min(chunk, T)   # a chunk longer than the sequence is the whole sequence
     s0 = _zeros_or(state, (B, H, N, N), r.dtype)
     y = np.empty_like(r)
     sT = np.empty((B, H, N, N), r.dtype)
@@ -75,6 +76,7 @@ def _wkv7_forward(r, w, k, v, a, b, state, save, chunk=WKV7_CHUNK):
 def _wkv7_backward(r, w, k, v, a, b, saved, gy, gsT, chunk=WKV7_CHUNK):
     """saved: from _wkv7_forward. Returns [dr, dw, dk, dv, da, db] (like r) and ds0 (B, H, N, N)."""
     grads = [np.empty_like(r) for _ in range(6)]
+    chunk = min(chunk, r.shape[1])    # as in _wkv7_forward
     ds0 = np.empty(r.shape[:1] + r.shape[2:] + r.shape[3:], r.dtype)
     gsT = np.ascontiguousarray(gsT, dtype=r.dtype)
     _wkv.wkv7_backward(r, w, k, v, a, b, *saved, np.ascontiguousarray(gy, dtype=r.dtype), gsT,
