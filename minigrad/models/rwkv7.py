@@ -196,18 +196,22 @@ class RWKV7(Module):
     def forward(self, idx, state=None, return_state=False):
         """idx (B, T) int token ids -> logits (B, T, V) [, new state]."""
         idx = self._check_idx(idx)
+        if state is not None:
+            self._check_state(state, idx.shape[0])
+        logits, new_state = self._run(idx, state)
+        return (logits, new_state) if return_state else logits
+
+    def _run(self, idx, state):
+        """forward on validated inputs: idx int64 (B, T), state a valid state or None."""
         if state is None:
             state = [(None, None, None)] * self.config.n_layer
-        else:
-            self._check_state(state, idx.shape[0])
         x = _norm(self.blocks[0].ln0, self.emb(idx))
         v_first = None
         new_state = []
         for block, layer_state in zip(self.blocks, state):
             x, layer_state, v_first = block(x, layer_state, v_first)
             new_state.append(layer_state)
-        logits = self.head(_norm(self.ln_out, x))
-        return (logits, new_state) if return_state else logits
+        return self.head(_norm(self.ln_out, x)), new_state
 
     def init_state(self, batch_size):
         """The all-zeros state (equivalent to state=None)."""
@@ -236,11 +240,12 @@ class RWKV7(Module):
         rng = np.random.default_rng(seed)
         out = [tokens]
         with no_grad():
-            logits, state = self.forward(tokens, return_state=True)
-            for _ in range(max_new_tokens):
+            logits, state = self._run(tokens, None)
+            for i in range(max_new_tokens):
                 nxt = sample_next(logits.data[:, -1].astype(np.float64), temperature, top_k, top_p, rng)
                 out.append(nxt[:, None])
-                logits, state = self.forward(nxt[:, None], state=state, return_state=True)
+                if i + 1 < max_new_tokens:
+                    logits, state = self._run(nxt[:, None], state)
         result = np.concatenate(out, axis=1)
         return Tensor(result) if isinstance(idx, Tensor) else result
 
