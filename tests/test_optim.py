@@ -402,3 +402,14 @@ def test_load_state_dict_accepts_scalars_stored_as_arrays():
     fresh = optim.AdamW([_param([1.0, 2.0])])
     fresh.load_state_dict(sd)
     assert fresh.state[fresh.param_groups[0]["params"][0]]["step"] == 1
+
+
+def test_kernel_accepts_numpy_scalars_like_python_ones():
+    a = _adam_arrays(100, np.float32, seed=4)
+    b = [x.copy() for x in a]
+    adamw_step(*a, **HYPER, step=3)
+    adamw_step(*b, **{k: np.float64(v) for k, v in HYPER.items()}, step=np.int64(3))
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="step must be an integer"):
+        adamw_step(*a, **HYPER, step=True)
