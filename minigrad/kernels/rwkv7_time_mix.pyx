@@ -196,7 +196,16 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef bint vres_on = sv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
     cdef double ss, dot, kc
-    cdef floating nrm_inv, gkk0, ac, sig, s
+    cdef floating nrm_inv, gkk0, sig
+    cdef floating one = 1        # typed: keeps float32 maths in float (Cython writes 1 as 1.0)
+    cdef const floating* zwr
+    cdef const floating* dwr
+    cdef const floating* wr
+    cdef const floating* svr
+    cdef const floating* vfr
+    cdef const floating* vr
+    cdef floating* gvo
+    cdef floating* gvf
     cdef floating* aw0
     cdef floating* aa0
     cdef floating* av0
@@ -236,37 +245,43 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
                     nrm_inv = <floating>(1.0 / ss if ss > KK_EPS else 1.0 / KK_EPS)
                     if ss <= KK_EPS:
                         dot = 0.0
+                    gzr = &g_za[m, 0]      # scratch for gkk0 until g_za is written below
+                    gkk0 = <floating>dot
                     for n in range(h * N, h * N + N):
-                        ac = ar[n]
-                        gkk0 = (dbr[n] * ac - dar[n] - kkr[n] * <floating>dot) * nrm_inv
-                        gkr[n] = dkr[n] * (1 + (ac - 1) * k_a[n]) + k_k[n] * gkk0
-                        akk[n] = akk[n] + gkk0 * kr[n]
-                        aka[n] = aka[n] + dkr[n] * kr[n] * (ac - 1)
+                        gzr[n] = (dbr[n] * ar[n] - dar[n] - kkr[n] * gkk0) * nrm_inv
+                # short loops over few arrays (alias checks stay few): gcc vectorises them
                 gzr = &g_za[m, 0]
                 for c in range(C):
-                    ac = ar[c]
-                    gzr[c] = (dbr[c] * kkr[c] + dkr[c] * kr[c] * k_a[c]) * ac * (1 - ac)
+                    gkr[c] = dkr[c] * (one + (ar[c] - one) * k_a[c]) + k_k[c] * gzr[c]
+                for c in range(C):
+                    akk[c] = akk[c] + gzr[c] * kr[c]
+                for c in range(C):
+                    aka[c] = aka[c] + dkr[c] * kr[c] * (ar[c] - one)
+                for c in range(C):
+                    gzr[c] = (dbr[c] * kkr[c] + dkr[c] * kr[c] * k_a[c]) * ar[c] * (one - ar[c])
                 for c in range(C):
                     aa0[c] = aa0[c] + gzr[c]
-                gzr = &g_zw[m, 0]
+                gzr, zwr, dwr, wr = &g_zw[m, 0], &zw[m, 0], &dw[m, 0], &w[m, 0]
                 for c in range(C):
-                    sig = _sigmoid(zw[m, c])
-                    gzr[c] = -decay * dw[m, c] * w[m, c] * sig * (1 - sig)
+                    sig = _sigmoid(zwr[c])
+                    gzr[c] = -decay * dwr[c] * wr[c] * sig * (one - sig)
                 for c in range(C):
                     aw0[c] = aw0[c] + gzr[c]
-                gvr = &gv_in[m, 0]
+                gvr, gvo = &gv_in[m, 0], &gv[m, 0]
                 if vres_on:
-                    gzr = &g_zv[m, 0]
+                    svr, gzr, gvf = &sv[m, 0], &g_zv[m, 0], &g_vfirst[m, 0]
+                    vfr, vr = &vfirst[m, 0], &v[m, 0]
                     for c in range(C):
-                        s = sv[m, c]
-                        gv[m, c] = gvr[c] * (1 - s)
-                        g_vfirst[m, c] = gvr[c] * s
-                        gzr[c] = gvr[c] * (vfirst[m, c] - v[m, c]) * s * (1 - s)
+                        gvo[c] = gvr[c] * (one - svr[c])
+                    for c in range(C):
+                        gvf[c] = gvr[c] * svr[c]
+                    for c in range(C):
+                        gzr[c] = gvr[c] * (vfr[c] - vr[c]) * svr[c] * (one - svr[c])
                     for c in range(C):
                         av0[c] = av0[c] + gzr[c]
                 else:
                     for c in range(C):
-                        gv[m, c] = gvr[c]
+                        gvo[c] = gvr[c]
 
 
 # y: (M, C) WKV output; r, kmod, vres, g: (M, C); r_k, ln_w, ln_b: (C,)
