@@ -191,13 +191,14 @@ cdef inline void _backward_rows(const floating* S, floating* D, const floating* 
 
 
 def _check_wkv7(op, seqs, states, ckpt, sa, chunk, need_saved):
-    """Entry-point shape contract: seqs all (B, T, H, N), states all (B, H, N, N), chunk >= 1,
+    """Entry-point shape contract: seqs all (B, T, H, N), states all (B, H, N, N), 1 <= chunk <= T,
     and ckpt / sa either the saved sizes (B*H*ceil(T/chunk)*N*N, (B, T, H, N)) or empty."""
-    check_kernel_scalar(op, "chunk", chunk, 1)
     spec = " ".join(f"s{i}:B,T,H,N" for i in range(len(seqs)))
     spec += " " + " ".join(f"S{i}:B,H,N,N" for i in range(len(states)))
-    dims = check_kernel_args(op, spec, *seqs, *states)
+    dims = check_kernel_args(op, spec + " ckpt:* sa:*,*,*,*", *seqs, *states, ckpt, sa)
     B, T, H, N = dims["B"], dims["T"], dims["H"], dims["N"]
+    # chunk <= T also keeps the (chunk + 1) * N * N scratch size from overflowing
+    check_kernel_scalar(op, "chunk", chunk, 1, max(T, 1))
     saved = ckpt.shape[0] > 0
     if need_saved or saved:
         check_kernel_args(op, "ckpt:P sa:B,T,H,N", ckpt, sa,

@@ -40,6 +40,7 @@ def _check(q, k, v, layout, contiguous=True):
     op = "causal_attention"
     if layout not in _LAYOUTS:
         raise ValueError(f"{op}: layout must be one of {_LAYOUTS}, got {layout!r}")
+    check_float(op, "q", q if contiguous or not isinstance(q, np.ndarray) else q[..., :0])
     for name, x in (("q", q), ("k", k), ("v", v)):
         if contiguous:
             check_float(op, name, x, ndim=4, dtype=q.dtype)

@@ -33,6 +33,8 @@ def embedding(ids, weight, padding_idx=None):
 
     Raises IndexError naming the op when an id is outside [0, V).
     """
+    if not isinstance(weight, (Tensor, np.ndarray)):
+        raise TypeError(f"embedding: weight must be a Tensor or numpy array, got {type(weight).__name__}")
     if weight.ndim != 2:
         raise ValueError("embedding: weight must be (num_embeddings, dim), "
                          f"got shape {shape_str(weight.shape)}")

@@ -32,6 +32,13 @@ class Linear(Function):
 
 
 def _check(x, weight, bias):
+    for name, arr in (("input", x), ("weight", weight), ("bias", bias)):
+        if arr is None and name == "bias":
+            continue
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"linear: {name} must be a Tensor or numpy array, got {type(arr).__name__}")
+        if arr.dtype.kind != "f":
+            raise TypeError(f"linear: {name} must be float, got {arr.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out, in), got shape {weight.shape}")
     if x.ndim < 1 or x.shape[-1] != weight.shape[1]:
@@ -40,8 +47,6 @@ def _check(x, weight, bias):
                          f"last dim {last} and in_features {weight.shape[1]} differ")
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
-    if x.dtype.kind != "f":
-        raise TypeError(f"linear: input must be float, got {np.dtype(x.dtype)}")
 
 
 def linear(x, weight, bias=None):

@@ -1,0 +1,105 @@
+"""Regression tests for the bugs the fuzzers found (each names the case that exposed it).
+
+The crash-prone ones run in a subprocess: before the fix they took the interpreter down.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_isolated(code):
+    """Run `code` in a fresh interpreter; return (exit code, stdout + stderr)."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_raw_kernel_with_none_for_an_array_raises_instead_of_segfaulting():
+    # fuzz case: rms_norm.rms_norm_forward arg1 none (SIGSEGV: a None memoryview was read)
+    code, out = run_isolated("""
+        import numpy as np
+        from minigrad.kernels import rms_norm
+        x = np.ones((3, 4), np.float32)
+        try:
+            rms_norm.rms_norm_forward(x, None, 1e-5, np.empty_like(x), np.empty(3, np.float32))
+        except TypeError as e:
+            print("raised:", e)
+    """)
+    assert code == 0 and "weight must be an array, got None" in out, out
+
+
+@pytest.mark.parametrize("fn, args", [
+    # fuzz case: swiglu/relu_square with a short second operand read past its end
+    ("channel_mix.relu_square_forward", "np.ones((4, 5)), np.ones((1, 5)), np.empty((4, 5))"),
+    # fuzz case: token_shift_forward x dim0_plus_1 ("malloc(): invalid size": heap overwrite)
+    ("token_shift.token_shift_forward", "np.ones((3, 2, 4)), np.ones((2, 4)), np.ones((6, 4)), "
+                                        "np.empty((6, 2, 2, 4))"),
+    # T = 0 made token_shift_backward write gx[b, -1]
+    ("token_shift.token_shift_backward", "np.ones((1, 2, 0, 4)), np.ones((2, 0, 4)), np.ones((2, 4)), "
+                                         "np.ones((1, 4)), np.ones((2, 4)), np.empty((2, 0, 4)), "
+                                         "np.empty((2, 4)), np.empty((2, 1, 4))"),
+    # H = 0 heads: C // H with cdivision (SIGFPE) before the check
+    ("rwkv7_time_mix.time_mix_output_forward",
+     "*[np.ones((2, 4))] * 5, *[np.ones(4)] * 3, 0, 1e-5, np.empty((2, 4)), *[np.empty((2, 1))] * 3"),
+])
+def test_raw_kernel_shape_mismatch_raises(fn, args):
+    mod, name = fn.split(".")
+    code, out = run_isolated(f"""
+        import numpy as np
+        from minigrad.kernels import {mod}
+        try:
+            {mod}.{name}({args})
+            print("accepted")
+        except (ValueError, TypeError) as e:
+            print("raised:", e)
+    """)
+    assert code == 0 and "raised:" in out and name in out, out
+
+
+def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
+    # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
+    code, out = run_isolated("""
+        import numpy as np, minigrad as mg
+        from minigrad import functional as F
+        from minigrad.kernels import wkv7
+        rng = np.random.default_rng(0)
+        t = lambda: mg.Tensor(rng.standard_normal((1, 3, 1, 4)).astype(np.float32) * 0.3, requires_grad=True)
+        w = mg.Tensor(np.full((1, 3, 1, 4), 0.9, np.float32), requires_grad=True)
+        y, s = F.wkv7(t(), w, t(), t(), t(), t(), chunk=2 ** 62)
+        (y.sum() + s.sum()).backward()
+        z = np.zeros((1, 3, 1, 4), np.float32)
+        try:
+            wkv7.wkv7_forward(z, z, z, z, z, z, np.zeros((1, 1, 4, 4), np.float32), z.copy(),
+                              np.zeros((1, 1, 4, 4), np.float32), np.zeros(16, np.float32), z.copy(), 2 ** 62)
+        except ValueError as e:
+            print("raised:", e)
+    """)
+    assert code == 0 and "chunk must be in [1, 3]" in out, out
+
+
+def test_linear_rejects_int_weight_and_non_arrays():
+    # fuzz cases: linear arg1 int64 (silently promoted), linear arg1 list (AttributeError)
+    from minigrad.ops.linear import linear
+    x = mg.randn(3, 4)
+    with pytest.raises(TypeError, match="linear: weight must be float"):
+        linear(x, mg.tensor(np.ones((2, 4), np.int64)))
+    with pytest.raises(TypeError, match="linear: bias must be float"):
+        linear(x, mg.randn(2, 4), mg.tensor(np.ones(2, np.int64)))
+    with pytest.raises(TypeError, match="linear: weight must be a Tensor or numpy array, got list"):
+        linear(x, [[1.0] * 4])
+
+
+def test_attention_and_embedding_name_the_bad_argument():
+    with pytest.raises(TypeError, match="causal_attention: q must be a numpy array, got NoneType"):
+        F.causal_attention(None, mg.randn(1, 1, 2, 4), mg.randn(1, 1, 2, 4))
+    with pytest.raises(TypeError, match="embedding: weight must be a Tensor or numpy array, got list"):
+        mg.embedding(np.array([0, 1]), [[0.0, 1.0], [2.0, 3.0]])
