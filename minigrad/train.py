@@ -116,14 +116,24 @@ class TrainingError(RuntimeError):
 
 
 def learning_rate(cfg, step, time_fraction=0.0):
-    """Linear warmup over `cfg.warmup` steps, then constant, or a half-cosine down to
-    lr * min_lr_ratio: over the steps with `steps`, over elapsed time (`time_fraction`) with `minutes`."""
-    if cfg.schedule == "constant" or step < cfg.warmup:
-        return warmup_constant(step, cfg.lr, cfg.warmup)
+    """The learning rate at `step`: a linear warmup, then constant or a half-cosine down to
+    lr * min_lr_ratio.
+
+    With `steps` the schedule follows the step count (`warmup_cosine` / `warmup_constant`). With
+    `minutes` it follows elapsed time (`time_fraction` of the budget): the warmup ends after
+    `cfg.warmup` steps or 5 % of the time, whichever comes first, so a slow machine still gets a
+    full schedule.
+    """
     floor = cfg.lr * cfg.min_lr_ratio
     if cfg.steps:
+        if cfg.schedule == "constant":
+            return warmup_constant(step, cfg.lr, cfg.warmup)
         return warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps, floor)
-    return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * min(max(time_fraction, 0.0), 1.0)))
+    frac = min(max(time_fraction, 0.0), 1.0)
+    ramp = min(1.0, (step + 1) / (cfg.warmup + 1), max(frac, 1e-3) / 0.05)
+    if cfg.schedule == "constant":
+        return cfg.lr * ramp
+    return ramp * (floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * frac)))
 
 
 def build_model(model_type, size, vocab_size, seq_len, seed):

@@ -150,8 +150,11 @@ def test_learning_rate_schedule():
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:])) and lrs[-1] == pytest.approx(0.1, abs=0.01)
     const = dataclasses.replace(cfg, schedule="constant")
     assert learning_rate(const, 50) == 1.0
-    timed = TrainConfig(minutes=1.0, lr=1.0, warmup=0).resolved()
-    assert learning_rate(timed, 5, 0.0) == 1.0 and learning_rate(timed, 5, 1.0) == pytest.approx(0.1)
+    timed = TrainConfig(minutes=1.0, lr=1.0, warmup=10).resolved()
+    assert learning_rate(timed, 100, 0.05) == pytest.approx(0.1 + 0.45 * (1 + np.cos(np.pi * 0.05)))
+    assert learning_rate(timed, 100, 1.0) == pytest.approx(0.1)
+    assert learning_rate(timed, 2, 0.5) == pytest.approx(3 / 11 * 0.55)  # warmup by steps ...
+    assert learning_rate(timed, 100, 0.01) < 0.25  # ... or by time, whichever ends first
 
 
 def test_bad_settings_are_clear():
