@@ -261,7 +261,8 @@ def main():
     peak = sgemm_gflops(args.threads)
     print(f"threads {args.threads}; large sgemm (2048^3): {peak:.1f} GFLOP/s; "
           f"median of {args.steps} steps after {args.warmup} warm-up")
-    print(f"{'config':8} {'framework':10} {'ms/step':>9} {'tokens/s':>9} {'MFU':>6} {'peak RSS':>9} {'vs torch':>9}")
+    print(f"{'config':8} {'framework':10} {'ms/step':>9} {'tokens/s':>9} {'MFU':>6} {'peak RSS':>9} "
+          f"{'vs torch':>9}")
     kernel_rows = []
     for name in args.configs.split(","):
         c = CONFIGS[name]

@@ -352,3 +352,34 @@ def test_bad_inputs_raise_clear_errors():
         F.swiglu(x32, mg.randn(2, 5))
     with pytest.raises(TypeError, match="mix float32 and float64"):
         F.swiglu(x32, x64)
+
+
+# ---------------------------------------------------------------- packed projections (model fast path)
+@pytest.mark.parametrize("Hq,Hkv,offset", [(3, 1, 0), (2, 2, 5), (4, 2, 1)])
+def test_split_qkv_rope_gradcheck_and_reference(Hq, Hkv, offset):
+    from minigrad.ops.rope import split_qkv_rope
+    B, T, hd = 2, 5, 6
+    y = leaf(randn(B, T, (Hq + 2 * Hkv) * hd))
+    check_grads("gpt.split_qkv_rope", lambda a: split_qkv_rope(a, offset, Hq, Hkv), y)
+    q, k, v = split_qkv_rope(y, offset, Hq, Hkv)
+    heads = y.data.reshape(B, T, Hq + 2 * Hkv, hd)
+    as_bhtd = lambda a: np.ascontiguousarray(a.transpose(0, 2, 1, 3))
+    pos = np.arange(offset, offset + T)
+    np.testing.assert_allclose(as_bhtd(q.data), rope_numpy(as_bhtd(heads[:, :, :Hq]), pos, 1e4, False),
+                               atol=1e-13)
+    k_want = rope_numpy(as_bhtd(heads[:, :, Hq:Hq + Hkv]), pos, 1e4, False)
+    np.testing.assert_allclose(as_bhtd(k.data), k_want, atol=1e-13)
+    np.testing.assert_array_equal(v.data, heads[:, :, Hq + Hkv:])
+    with pytest.raises(ValueError, match="n_head"):
+        split_qkv_rope(mg.randn(1, 2, 7 * 4), 0, 3, 1)
+
+
+def test_swiglu_packed_gradcheck_and_reference():
+    from minigrad.ops.swiglu import swiglu_packed
+    h = leaf(randn(2, 3, 14))
+    check_grads("gpt.swiglu", swiglu_packed, h)
+    g, u = h.data[..., :7], h.data[..., 7:]
+    np.testing.assert_allclose(swiglu_packed(h).data, g / (1 + np.exp(-g)) * u, rtol=1e-13, atol=1e-14)
+    assert_fp32_matches_fp64(swiglu_packed, randn(4, 64) * 3)
+    with pytest.raises(ValueError, match="even"):
+        swiglu_packed(mg.randn(2, 5))

@@ -3,7 +3,8 @@
 With s = sigmoid(g):  dsilu/dg = s * (1 + g * (1 - s)), so
     gg = gh * u * s * (1 + g * (1 - s))
     gu = gh * g * s
-Elementwise: `prange` over rows, one row of F features each.
+Elementwise: `prange` over rows, one row of F features each. Rows may be strided (gate and up
+read as the two halves of one packed (N, 2F) projection) but each row must be contiguous.
 """
 from cython cimport floating
 from cython.parallel cimport prange
@@ -17,10 +18,17 @@ cdef inline double _sigmoid(double g) noexcept nogil:
     return 1.0 / (1.0 + exp(-g))
 
 
-# gate, up: (N, F) -> h: (N, F)
-def swiglu_forward(const floating[:, ::1] gate, const floating[:, ::1] up, floating[:, ::1] h):
+def _check_rows(op, names, *arrays):
+    for name, a in zip(names.split(), arrays):
+        if a.shape[1] > 1 and a.strides[1] != a.itemsize:
+            raise ValueError(f"{op}: {name} rows must be contiguous, got strides {a.strides}")
+
+
+# gate, up: (N, F) views with contiguous rows -> h: (N, F)
+def swiglu_forward(const floating[:, :] gate, const floating[:, :] up, floating[:, ::1] h):
     """h = gate * sigmoid(gate) * up."""
     check_kernel_args("swiglu_forward", "gate:N,F up:N,F h:N,F", gate, up, h)
+    _check_rows("swiglu_forward", "gate up", gate, up)
     cdef Py_ssize_t N = gate.shape[0], F = gate.shape[1], n, f
     cdef const floating* gr
     cdef const floating* ur
@@ -39,12 +47,13 @@ def swiglu_forward(const floating[:, ::1] gate, const floating[:, ::1] up, float
                     hr[f] = g * _sigmoid(g) * ur[f]
 
 
-# gh, gate, up: (N, F) -> ggate, gup: (N, F)
-def swiglu_backward(const floating[:, ::1] gh, const floating[:, ::1] gate,
-                    const floating[:, ::1] up, floating[:, ::1] ggate, floating[:, ::1] gup):
+# gh: (N, F), gate, up: (N, F) views with contiguous rows -> ggate, gup: (N, F) views
+def swiglu_backward(const floating[:, ::1] gh, const floating[:, :] gate,
+                    const floating[:, :] up, floating[:, :] ggate, floating[:, :] gup):
     """ggate = gh * up * s * (1 + gate * (1 - s)), gup = gh * gate * s, s = sigmoid(gate)."""
     check_kernel_args("swiglu_backward", "gh:N,F gate:N,F up:N,F ggate:N,F gup:N,F",
                       gh, gate, up, ggate, gup)
+    _check_rows("swiglu_backward", "gate up ggate gup", gate, up, ggate, gup)
     cdef Py_ssize_t N = gate.shape[0], F = gate.shape[1], n, f
     cdef const floating* ghr
     cdef const floating* gr

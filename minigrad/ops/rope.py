@@ -47,6 +47,28 @@ def _positions(positions, T):
     return pos
 
 
+def _as_heads(x, layout):
+    """A 3-D view of x (B, H, T, hd) / (B, T, H, hd) and the axis holding the position."""
+    B, A1, A2, hd = x.shape
+    return x.reshape(B * A1, A2, hd), (1 if layout == "bhtd" else 0)
+
+
+def _rotate(x3, y3, cos, sin, pos, pos_axis, interleaved, inverse=False):
+    """y3 = R(+-pos) x3 on (A, M, hd) views (kernels/rope.pyx)."""
+    if x3.size:
+        kernel = _k.rope_backward if inverse else _k.rope_forward
+        kernel(x3, y3, cos, sin, pos, pos_axis, interleaved)
+
+
+def _setup(op, x_shape, hd, positions, T, base, dtype):
+    if hd % 2:
+        raise ValueError(f"{op}: head size must be even, got shape {x_shape}")
+    base = check_finite_scalar(op, "base", base, positive=True)
+    pos = _positions(positions, T)
+    cos, sin = rope_tables(int(pos.max()) + 1 if pos.size else 1, hd, base, dtype)
+    return cos, sin, pos
+
+
 class RoPE(Function):
     """x (B, H, T, hd) or (B, T, H, hd) -> each head vector rotated by its position's angles.
 
@@ -59,27 +81,20 @@ class RoPE(Function):
         check_float(op, "x", x, ndim=4)
         if layout not in _LAYOUTS:
             raise ValueError(f"{op}: layout must be one of {_LAYOUTS}, got {layout!r}")
-        hd = x.shape[3]
-        if hd % 2:
-            raise ValueError(f"{op}: head size must be even, got x {x.shape}")
-        base = check_finite_scalar(op, "base", base, positive=True)
-        T, H = (x.shape[2], x.shape[1]) if layout == "bhtd" else (x.shape[1], x.shape[2])
-        pos = _positions(positions, T)
-        cos, sin = rope_tables(int(pos.max()) + 1 if pos.size else 1, hd, base, x.dtype)
-        row_div = 1 if layout == "bhtd" else H
-        ctx.args = (cos, sin, pos, row_div, bool(interleaved))
+        T = x.shape[2] if layout == "bhtd" else x.shape[1]
+        cos, sin, pos = _setup(op, x.shape, x.shape[3], positions, T, base, x.dtype)
+        x3, pos_axis = _as_heads(x, layout)
+        ctx.args = (cos, sin, pos, pos_axis, bool(interleaved))
         y = np.empty_like(x)
-        if x.size:
-            _k.rope_forward(x.reshape(-1, hd), y.reshape(-1, hd), *ctx.args)
+        _rotate(x3, y.reshape(x3.shape), *ctx.args)
         return y
 
     @staticmethod
     def backward(ctx, gy):
         gy = np.ascontiguousarray(gy)
         gx = np.empty_like(gy)
-        if gy.size:
-            hd = gy.shape[3]
-            _k.rope_backward(gy.reshape(-1, hd), gx.reshape(-1, hd), *ctx.args)
+        g3 = gy.reshape(-1, *gy.shape[2:])
+        _rotate(g3, gx.reshape(g3.shape), *ctx.args, inverse=True)
         return gx, None, None, None, None
 
 
@@ -90,3 +105,51 @@ def rope(x, positions=0, base=10000.0, interleaved=False, layout="bhtd"):
     rotates (i, i + hd/2) as HF Llama does.
     """
     return RoPE.apply(x, positions, base, interleaved, layout)
+
+
+class SplitQKVRoPE(Function):
+    """The packed projection y (B, T, (Hq + 2 Hkv) hd) = x @ [Wq; Wk; Wv].T -> rope(q), rope(k), v,
+    each (B, T, heads, hd) and contiguous, read straight from y's column blocks (one GEMM for all
+    three projections, no separate slicing copies). Backward writes the inverse-rotated gq, gk and
+    gv into one (B, T, (Hq + 2 Hkv) hd) gradient."""
+
+    @staticmethod
+    def forward(ctx, y, positions, n_head, n_kv_head, base, interleaved):
+        op = "split_qkv_rope"
+        check_float(op, "y", y, ndim=3)
+        B, T, W = y.shape
+        hd = W // (n_head + 2 * n_kv_head)
+        if hd * (n_head + 2 * n_kv_head) != W or hd == 0:
+            raise ValueError(f"{op}: y {y.shape} is not (B, T, (n_head + 2 n_kv_head) * head_dim) with "
+                             f"n_head {n_head}, n_kv_head {n_kv_head}")
+        cos, sin, pos = _setup(op, y.shape, hd, positions, T, base, y.dtype)
+        y2 = y.reshape(B * T, W)
+        bounds = (0, n_head * hd, (n_head + n_kv_head) * hd, W)
+        ctx.args = (cos, sin, pos, 0, bool(interleaved))
+        ctx.bounds, ctx.hd = bounds, hd
+        outs = []
+        for j, heads in enumerate((n_head, n_kv_head)):
+            src = y2[:, bounds[j]:bounds[j + 1]].reshape(B * T, heads, hd)
+            out = np.empty((B, T, heads, hd), y.dtype)
+            _rotate(src, out.reshape(src.shape), *ctx.args)
+            outs.append(out)
+        outs.append(np.ascontiguousarray(y2[:, bounds[2]:]).reshape(B, T, n_kv_head, hd))
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, gq, gk, gv):
+        B, T = gq.shape[:2]
+        bounds, hd = ctx.bounds, ctx.hd
+        gy = np.empty((B * T, bounds[3]), gq.dtype)
+        for j, g in enumerate((gq, gk)):
+            g3 = np.ascontiguousarray(g).reshape(B * T, -1, hd)
+            dst = gy[:, bounds[j]:bounds[j + 1]].reshape(g3.shape)
+            _rotate(g3, dst, *ctx.args, inverse=True)
+        gy[:, bounds[2]:] = gv.reshape(B * T, -1)
+        return gy.reshape(B, T, bounds[3]), None, None, None, None, None
+
+
+def split_qkv_rope(y, positions, n_head, n_kv_head, base=10000.0, interleaved=False):
+    """(q, k, v) from a packed q/k/v projection y (B, T, (n_head + 2 n_kv_head) hd): q and k rotated
+    (positions as in `rope`), all three (B, T, heads, hd)."""
+    return SplitQKVRoPE.apply(y, positions, int(n_head), int(n_kv_head), base, interleaved)

@@ -35,6 +35,38 @@ def _rows(x):
     return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
 
 
+class SwiGLUPacked(Function):
+    """h (..., 2F) = [gate | up] (one packed projection) -> silu(gate) * up (..., F); saves h.
+    Same maths as SwiGLU; the gradient comes back packed as (..., 2F)."""
+
+    @staticmethod
+    def forward(ctx, h):
+        check_float("swiglu_packed", "h", h)
+        if h.ndim < 1 or h.shape[-1] % 2:
+            raise ValueError(f"swiglu_packed: last dim must be even (gate | up), got shape {h.shape}")
+        h2 = _rows(h)
+        F = h2.shape[1] // 2
+        out = np.empty((h2.shape[0], F), h.dtype)
+        _k.swiglu_forward(h2[:, :F], h2[:, F:], out)
+        ctx.save_for_backward(h2)
+        ctx.shape = h.shape
+        return out.reshape(h.shape[:-1] + (F,))
+
+    @staticmethod
+    def backward(ctx, gout):
+        (h2,) = ctx.saved_tensors
+        F = h2.shape[1] // 2
+        gh = np.empty_like(h2)
+        _k.swiglu_backward(np.ascontiguousarray(gout.reshape(-1, F)), h2[:, :F], h2[:, F:],
+                           gh[:, :F], gh[:, F:])
+        return gh.reshape(ctx.shape)
+
+
+def swiglu_packed(h):
+    """silu(h[..., :F]) * h[..., F:] for h (..., 2F): a gate/up pair from one packed GEMM."""
+    return SwiGLUPacked.apply(h)
+
+
 def swiglu(gate, up):
     """silu(gate) * up, elementwise (gate and up of the same shape)."""
     return SwiGLU.apply(gate, up)
