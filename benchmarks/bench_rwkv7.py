@@ -238,6 +238,8 @@ def main():
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="wall clock (default) or process CPU time: on a machine shared with other jobs, "
                         "'--threads 1 --clock cpu' measures the work itself")
+    p.add_argument("--results", help="JSON file to merge results into (and build the table from), so "
+                   "frameworks can be (re)run separately")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -249,36 +251,48 @@ def main():
     print(f"minigrad {minigrad.build_info()}")
     print(f"threads {args.threads}, {args.clock} clock, median of {args.steps} steps after {args.warmup} "
           f"warm-up\n")
-    header = (f"{'config':7} {'framework':14} {'ms/step':>9} {'tok/s':>8} {'vs loop':>8} {'vs compiled':>11} "
-              f"{'MFU':>6} {'RSS MB':>7} {'WKV GF/s':>9} {'gen tok/s':>10}")
-    rows = []
+    saved = {}
+    if args.results and os.path.exists(args.results):
+        with open(args.results) as f:
+            saved = json.load(f)
+    key = lambda config, what: f"{config}/{what}/threads={args.threads}/{args.clock}"
+    for config in args.configs.split(","):
+        saved[key(config, "sgemm")] = sgemm_rate(args.threads, CONFIGS[config], args.clock)
+        for fw in args.frameworks.split(","):
+            saved[key(config, fw)] = run_worker(fw, config, args)
+            if args.results:
+                with open(args.results, "w") as f:
+                    json.dump(saved, f, indent=1)
+    print(table(args, saved, key))
+
+
+def table(args, saved, key):
+    """A markdown table of every framework with a result for the chosen configs, threads and clock."""
+    lines = ["| config | framework | ms/step | tokens/s | vs torch loop | vs torch compiled | MFU "
+             "| peak RSS MB | WKV7 fwd+bwd GFLOP/s | generation tokens/s |", "|" + "---|" * 10]
+    notes = []
     for config in args.configs.split(","):
         cfg, c = model_config(config), CONFIGS[config]
         tokens = c["B"] * c["T"]
-        peak = sgemm_rate(args.threads, c, args.clock)
-        flops = training_flops(cfg, tokens)
-        res = {fw: run_worker(fw, config, args) for fw in args.frameworks.split(",")}
-        print(f"[{config}] sgemm {peak:.1f} GFLOP/s measured; model {flops / 1e9:.1f} GFLOP per step "
-              f"(GEMM-bound step {flops / peak / 1e9 * 1e3:.0f} ms)")
+        flops, peak = training_flops(cfg, tokens), saved[key(config, "sgemm")]
+        notes.append(f"{config}: {flops / 1e9:.1f} model GFLOP per step, sgemm {peak:.0f} GFLOP/s measured "
+                     f"(GEMM-bound step {flops / peak / 1e6:.0f} ms)")
+        res = {fw: saved.get(key(config, fw)) for fw in FRAMEWORKS if key(config, fw) in saved}
         loop = (res.get("torch-loop") or {}).get("step_s")
         comp = (res.get("torch-chunked") or {}).get("step_s")
         for fw, r in res.items():
             if r is None:
-                rows.append(f"{config:7} {fw:14} {'failed':>9}")
+                lines.append(f"| {config} | {fw} | failed |" + " |" * 7)
                 continue
             s = r["step_s"]
-            wkv = ""
-            if "wkv_s" in r:
-                wkv_flops = c["B"] * c["T"] * cfg.n_head * WKV_FLOPS_PER_STEP * HEAD_SIZE ** 2
-                wkv = f"{wkv_flops / r['wkv_s'] / 1e9:.1f}"
             ratio = lambda ref, s=s: f"{s / ref:.3f}x" if ref else "-"
+            wkv_flops = tokens * cfg.n_head * WKV_FLOPS_PER_STEP * HEAD_SIZE ** 2
+            wkv = f"{wkv_flops / r['wkv_s'] / 1e9:.1f}" if "wkv_s" in r else "-"
             gen = f"{r['gen_tok_s']:.0f}" if "gen_tok_s" in r else "-"
-            rows.append(f"{config:7} {fw:14} {s * 1e3:9.0f} {tokens / s:8.0f} {ratio(loop):>8} "
-                        f"{ratio(comp):>11} {flops / s / (peak * 1e9) * 100:5.0f}% {r['peak_rss_mb']:7.0f} "
-                        f"{wkv:>9} {gen:>10}")
-    print("\n" + header)
-    print("\n".join(rows))
-
+            mfu = flops / s / (peak * 1e9) * 100
+            lines.append(f"| {config} | {fw} | {s * 1e3:.0f} | {tokens / s:.0f} | {ratio(loop)} "
+                         f"| {ratio(comp)} | {mfu:.0f}% | {r['peak_rss_mb']:.0f} | {wkv} | {gen} |")
+    return "\n".join(lines + [""] + notes)
 
 if __name__ == "__main__":
     main()
