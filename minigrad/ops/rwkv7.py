@@ -225,7 +225,9 @@ class RWKV7TimeMix(Function):
                                   hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved)
             ctx.p, ctx.layer_id, ctx.dims = p, layer_id, (B, T, C, H, N)
         outs = (out, new_shift, sT)
-        return outs + (v.reshape(B, T, C),) if layer_id == 0 else outs
+        # a copy: v is also saved for backward, and an in-place edit of the returned v_first
+        # must not reach it
+        return outs + (v.reshape(B, T, C).copy(),) if layer_id == 0 else outs
 
     @staticmethod
     def backward(ctx, gout, gnew_shift, gsT, gv_first_out=None):
