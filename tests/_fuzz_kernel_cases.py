@@ -7,11 +7,22 @@ may change on its own) or a `Num` (a scalar argument
 with the values that must be rejected, `bad`, and odd but legal ones that must merely not crash,
 `odd`). Shapes are small and odd, written independently of the kernels' own checks.
 """
+
 import numpy as np
 
-from minigrad.kernels import adamw, attention, channel_mix, cross_entropy, layer_norm, rms_norm, rope
+from minigrad.kernels import (
+    adamw,
+    attention,
+    channel_mix,
+    cross_entropy,
+    layer_norm,
+    rms_norm,
+    rope,
+    swiglu,
+    token_shift,
+    wkv7,
+)
 from minigrad.kernels import rwkv7_time_mix as tm
-from minigrad.kernels import swiglu, token_shift, wkv7
 
 HUGE = 1 << 62
 
@@ -19,8 +30,8 @@ HUGE = 1 << 62
 class Arr:
     def __init__(self, value, strided=False, high=None, out=False, free=(), legal=()):
         self.value, self.strided, self.high, self.out = value, strided, high, out
-        self.free = free     # axes whose size alone may change (the call stays valid)
-        self.legal = legal   # names of mutations that keep the call valid
+        self.free = free  # axes whose size alone may change (the call stays valid)
+        self.legal = legal  # names of mutations that keep the call valid
 
 
 class Num:
@@ -58,91 +69,230 @@ def kernel_calls(dt, seed=0):
     calls = {}
 
     # rms_norm / layer_norm / swiglu / channel_mix: rows x features
-    calls["rms_norm.rms_norm_forward"] = Call(rms_norm.rms_norm_forward, A(r(N, C)), A(r(C)), D(1e-5),
-                                              O(e(N, C)), O(e(N)))
+    calls["rms_norm.rms_norm_forward"] = Call(
+        rms_norm.rms_norm_forward, A(r(N, C)), A(r(C)), D(1e-5), O(e(N, C)), O(e(N))
+    )
     x, w = r(N, C), r(C)
     rstd = (1 / np.sqrt((x.astype(np.float64) ** 2).mean(1) + 1e-5)).astype(dt)
-    calls["rms_norm.rms_norm_backward"] = Call(rms_norm.rms_norm_backward, A(r(N, C)), A(x), A(w),
-                                               A(rstd), O(e(N, C)), O(e(C)), Num(True), Num(True))
-    calls["layer_norm.layer_norm_forward"] = Call(layer_norm.layer_norm_forward, A(r(N, C)), A(r(C)),
-                                                  A(r(C)), D(1e-5), O(e(N, C)), O(e(N)), O(e(N)))
+    calls["rms_norm.rms_norm_backward"] = Call(
+        rms_norm.rms_norm_backward, A(r(N, C)), A(x), A(w), A(rstd), O(e(N, C)), O(e(C)), Num(True), Num(True)
+    )
+    calls["layer_norm.layer_norm_forward"] = Call(
+        layer_norm.layer_norm_forward, A(r(N, C)), A(r(C)), A(r(C)), D(1e-5), O(e(N, C)), O(e(N)), O(e(N))
+    )
     nth = layer_norm.num_threads()
-    calls["layer_norm.layer_norm_backward"] = Call(layer_norm.layer_norm_backward, A(r(N, C)), A(r(N, C)),
-                                                   A(r(C)), A(r(N)), A(r(N, lo=0.5)), O(e(N, C)),
-                                                   Arr(e(nth, 2, C), out=True, free=(0,)), Num(True))
-    calls["swiglu.swiglu_forward"] = Call(swiglu.swiglu_forward, A(r(N, F)), A(r(N, F)), O(e(N, F)))
-    calls["swiglu.swiglu_backward"] = Call(swiglu.swiglu_backward, A(r(N, F)), A(r(N, F)), A(r(N, F)),
-                                           O(e(N, F)), O(e(N, F)))
-    calls["channel_mix.relu_square_forward"] = Call(channel_mix.relu_square_forward, A(r(N, F)),
-                                                    O(e(N, F)), O(e(N, F)))
-    calls["channel_mix.relu_square_backward"] = Call(channel_mix.relu_square_backward, O(r(N, F)),
-                                                     A(np.maximum(r(N, F), 0)), O(e(N, F)))
+    calls["layer_norm.layer_norm_backward"] = Call(
+        layer_norm.layer_norm_backward,
+        A(r(N, C)),
+        A(r(N, C)),
+        A(r(C)),
+        A(r(N)),
+        A(r(N, lo=0.5)),
+        O(e(N, C)),
+        Arr(e(nth, 2, C), out=True, free=(0,)),
+        Num(True),
+    )
+    # gate/up (and their grads) may be row-strided halves of one packed (N, 2F) projection
+    calls["swiglu.swiglu_forward"] = Call(swiglu.swiglu_forward, S(r(N, F)), S(r(N, F)), O(e(N, F)))
+    calls["swiglu.swiglu_backward"] = Call(
+        swiglu.swiglu_backward, A(r(N, F)), S(r(N, F)), S(r(N, F)), SO(e(N, F)), SO(e(N, F))
+    )
+    calls["channel_mix.relu_square_forward"] = Call(
+        channel_mix.relu_square_forward, A(r(N, F)), O(e(N, F)), O(e(N, F))
+    )
+    calls["channel_mix.relu_square_backward"] = Call(
+        channel_mix.relu_square_backward, O(r(N, F)), A(np.maximum(r(N, F), 0)), O(e(N, F))
+    )
 
     # cross-entropy
     calls["cross_entropy.cross_entropy_forward"] = Call(
-        cross_entropy.cross_entropy_forward, Arr(r(N, V), free=(1,)), Arr(ids(N, V), high=V), Num(-100, odd=(-1, HUGE)),
-        O(e(N)), O(e(N)))
+        cross_entropy.cross_entropy_forward,
+        Arr(r(N, V), free=(1,)),
+        Arr(ids(N, V), high=V),
+        Num(-100, odd=(-1, HUGE)),
+        O(e(N)),
+        O(e(N)),
+    )
     calls["cross_entropy.cross_entropy_backward"] = Call(
-        cross_entropy.cross_entropy_backward, A(r(N, V)), Arr(ids(N, V), high=V), Num(-100, odd=(-1, HUGE)),
-        A(r(N)), A(r(N)), O(e(N, V)))
+        cross_entropy.cross_entropy_backward,
+        A(r(N, V)),
+        Arr(ids(N, V), high=V),
+        Num(-100, odd=(-1, HUGE)),
+        A(r(N)),
+        A(r(N)),
+        O(e(N, V)),
+    )
 
     # rope: (A, M, hd) strided views of head vectors, positions along axis pos_axis into (P, hd/2) tables
     B, H, T, hd, P = 2, 3, 4, 6, 8
     for name, fn in (("rope_forward", rope.rope_forward), ("rope_backward", rope.rope_backward)):
-        calls[f"rope.{name}"] = Call(fn, S(r(B * T, H, hd)), SO(e(B * T, H, hd)), A(r(P, hd // 2)),
-                                     A(r(P, hd // 2)), Arr(ids(T, P), high=P, free=(0,)), I(0, bad=(2, -1)),
-                                     Num(False))
+        calls[f"rope.{name}"] = Call(
+            fn,
+            S(r(B * T, H, hd)),
+            SO(e(B * T, H, hd)),
+            A(r(P, hd // 2)),
+            A(r(P, hd // 2)),
+            Arr(ids(T, P), high=P, free=(0,)),
+            I(0, bad=(2, -1)),
+            Num(False),
+        )
 
     # attention (C driver: strided 4-D views) and the BLAS driver's softmax blocks
     Hkv, Tq = 1, 5
     q, k, v = r(B, H, Tq, hd), r(B, Hkv, Tq, hd), r(B, Hkv, Tq, hd)
     o, lse = e(B, H, Tq, hd), e(B, H, Tq)
     attention.attention_forward(q, k, v, o, lse, 0.5)
-    calls["attention.attention_forward"] = Call(attention.attention_forward, S(q), S(k), S(v), SO(e(B, H, Tq, hd)),
-                                                O(e(B, H, Tq)), D(0.5))
-    calls["attention.attention_backward"] = Call(attention.attention_backward, S(q), S(k), S(v), S(o), A(lse),
-                                                 S(r(B, H, Tq, hd)), SO(e(B, H, Tq, hd)), SO(e(B, Hkv, Tq, hd)),
-                                                 SO(e(B, Hkv, Tq, hd)), D(0.5))
+    calls["attention.attention_forward"] = Call(
+        attention.attention_forward, S(q), S(k), S(v), SO(e(B, H, Tq, hd)), O(e(B, H, Tq)), D(0.5)
+    )
+    calls["attention.attention_backward"] = Call(
+        attention.attention_backward,
+        S(q),
+        S(k),
+        S(v),
+        S(o),
+        A(lse),
+        S(r(B, H, Tq, hd)),
+        SO(e(B, H, Tq, hd)),
+        SO(e(B, Hkv, Tq, hd)),
+        SO(e(B, Hkv, Tq, hd)),
+        D(0.5),
+    )
     NH, nr, i0, past = B * H, 3, 2, 1
     nk = i0 + nr + past
     calls["attention.softmax_block_forward"] = Call(
-        attention.softmax_block_forward, Arr(r(NH, nr, nk), out=True, free=(1, 2)),
-        Arr(e(NH, Tq), out=True, free=(1,)), I(i0), I(past, bad=(-1,), odd=(HUGE,)), D(0.5))
+        attention.softmax_block_forward,
+        Arr(r(NH, nr, nk), out=True, free=(1, 2)),
+        Arr(e(NH, Tq), out=True, free=(1,)),
+        I(i0),
+        I(past, bad=(-1,), odd=(HUGE,)),
+        D(0.5),
+    )
     calls["attention.softmax_block_backward"] = Call(
-        attention.softmax_block_backward, O(r(NH, nr, nk)), O(r(NH, nr, nk)), A(r(NH, Tq)), A(r(NH, Tq)),
-        I(i0), I(past, bad=(-1,), odd=(HUGE,)), D(0.5))
+        attention.softmax_block_backward,
+        O(r(NH, nr, nk)),
+        O(r(NH, nr, nk)),
+        A(r(NH, Tq)),
+        A(r(NH, Tq)),
+        I(i0),
+        I(past, bad=(-1,), odd=(HUGE,)),
+        D(0.5),
+    )
 
     # RWKV-7: token shift, time-mix pieces, WKV7
     B, T, H, Nh = 2, 3, 2, 4
     C, M, K = H * Nh, B * T, 6
-    calls["token_shift.token_shift_forward"] = Call(token_shift.token_shift_forward, A(r(B, T, C)), A(r(B, C)),
-                                                    A(r(K, C)), O(e(K, B, T, C)))
-    calls["token_shift.token_shift_backward"] = Call(token_shift.token_shift_backward, A(r(K, B, T, C)),
-                                                     A(r(B, T, C)), A(r(B, C)), A(r(K, C)), A(r(B, C)),
-                                                     O(e(B, T, C)), O(e(B, C)), O(e(B, K, C)))
+    calls["token_shift.token_shift_forward"] = Call(
+        token_shift.token_shift_forward, A(r(B, T, C)), A(r(B, C)), A(r(K, C)), O(e(K, B, T, C))
+    )
+    calls["token_shift.token_shift_backward"] = Call(
+        token_shift.token_shift_backward,
+        A(r(K, B, T, C)),
+        A(r(B, T, C)),
+        A(r(B, C)),
+        A(r(K, C)),
+        A(r(B, C)),
+        O(e(B, T, C)),
+        O(e(B, C)),
+        O(e(B, K, C)),
+    )
     calls["rwkv7_time_mix.tanh_forward"] = Call(tm.tanh_forward, Arr(r(M, F), out=True, free=(0, 1)))
     calls["rwkv7_time_mix.sigmoid_forward"] = Call(tm.sigmoid_forward, Arr(r(M, F), out=True, free=(0, 1)))
-    calls["rwkv7_time_mix.activation_backward"] = Call(tm.activation_backward, O(r(M, F)), A(r(M, F)), Num(True))
+    calls["rwkv7_time_mix.activation_backward"] = Call(
+        tm.activation_backward, O(r(M, F)), A(r(M, F)), Num(True)
+    )
     vec = lambda: A(r(C))  # noqa: E731
     mc = lambda: A(r(M, C))  # noqa: E731
     omc = lambda: O(e(M, C))  # noqa: E731
     Hn = I(H, bad=(0, -1, 3, HUGE))
     calls["rwkv7_time_mix.time_mix_prepare_forward"] = Call(
-        tm.time_mix_prepare_forward, mc(), mc(), O(r(M, C)), O(r(M, C)), O(r(M, C)), mc(),
-        vec(), vec(), vec(), vec(), vec(), Hn, omc(), omc(), omc(), omc(), omc(), omc())
+        tm.time_mix_prepare_forward,
+        mc(),
+        mc(),
+        O(r(M, C)),
+        O(r(M, C)),
+        O(r(M, C)),
+        mc(),
+        vec(),
+        vec(),
+        vec(),
+        vec(),
+        vec(),
+        Hn,
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+    )
     nth = tm.num_threads()
     w_in = A(np.exp(-np.exp(r(M, C) * 0.1 - 0.5)))
     calls["rwkv7_time_mix.time_mix_prepare_backward"] = Call(
-        tm.time_mix_prepare_backward, mc(), mc(), mc(), mc(), mc(), mc(), mc(), mc(), w_in,
-        A(1 / (1 + np.exp(-r(M, C)))), mc(), mc(), mc(), vec(), vec(), Hn,
-        omc(), omc(), omc(), omc(), omc(), omc(), Arr(e(nth, 5, C), out=True, free=(0,)))
+        tm.time_mix_prepare_backward,
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        w_in,
+        A(1 / (1 + np.exp(-r(M, C)))),
+        mc(),
+        mc(),
+        mc(),
+        vec(),
+        vec(),
+        Hn,
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        Arr(e(nth, 5, C), out=True, free=(0,)),
+    )
     calls["rwkv7_time_mix.time_mix_output_forward"] = Call(
-        tm.time_mix_output_forward, mc(), mc(), mc(), mc(), mc(), vec(), vec(), vec(), Hn, D(64e-5),
-        omc(), O(e(M, H)), O(e(M, H)), O(e(M, H)))
+        tm.time_mix_output_forward,
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        vec(),
+        vec(),
+        vec(),
+        Hn,
+        D(64e-5),
+        omc(),
+        O(e(M, H)),
+        O(e(M, H)),
+        O(e(M, H)),
+    )
     calls["rwkv7_time_mix.time_mix_output_backward"] = Call(
-        tm.time_mix_output_backward, mc(), mc(), mc(), mc(), mc(), mc(), vec(), vec(), vec(),
-        A(r(M, H)), A(r(M, H, lo=0.5)), A(r(M, H)), Hn, omc(), omc(), omc(), omc(), omc(),
-        Arr(e(nth, 3, C), out=True, free=(0,)))
+        tm.time_mix_output_backward,
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        mc(),
+        vec(),
+        vec(),
+        vec(),
+        A(r(M, H)),
+        A(r(M, H, lo=0.5)),
+        A(r(M, H)),
+        Hn,
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        omc(),
+        Arr(e(nth, 3, C), out=True, free=(0,)),
+    )
 
     chunk = 2
     nchunk = -(-T // chunk)
@@ -152,22 +302,57 @@ def kernel_calls(dt, seed=0):
     kk /= np.linalg.norm(kk, axis=-1, keepdims=True)
     rr, ww, kr, vv = r(*shape4), dec(), r(*shape4), r(*shape4)
     ckpt, sa = e(B * H * nchunk * Nh * Nh), e(*shape4)
-    wkv7.wkv7_forward(rr, ww.value, kr, vv, -kk, kk * 0.5, e(B, H, Nh, Nh), e(*shape4), e(B, H, Nh, Nh),
-                      ckpt, sa, chunk)
+    wkv7.wkv7_forward(
+        rr, ww.value, kr, vv, -kk, kk * 0.5, e(B, H, Nh, Nh), e(*shape4), e(B, H, Nh, Nh), ckpt, sa, chunk
+    )
     ch = I(chunk, bad=(0, -1))
-    calls["wkv7.wkv7_forward"] = Call(wkv7.wkv7_forward, A(rr), ww, A(kr), A(vv), A(-kk), A(kk * 0.5),
-                                      A(r(B, H, Nh, Nh) * 0.1), O(e(*shape4)), O(e(B, H, Nh, Nh)),
-                                      Arr(e(B * H * nchunk * Nh * Nh), out=True, legal=("dim0_zero",)),
-                                      O(e(*shape4)), ch)
-    calls["wkv7.wkv7_backward"] = Call(wkv7.wkv7_backward, A(rr), ww, A(kr), A(vv), A(-kk), A(kk * 0.5),
-                                       A(ckpt), A(sa), A(r(*shape4)), A(r(B, H, Nh, Nh)),
-                                       *[O(e(*shape4)) for _ in range(6)], O(e(B, H, Nh, Nh)), ch)
+    calls["wkv7.wkv7_forward"] = Call(
+        wkv7.wkv7_forward,
+        A(rr),
+        ww,
+        A(kr),
+        A(vv),
+        A(-kk),
+        A(kk * 0.5),
+        A(r(B, H, Nh, Nh) * 0.1),
+        O(e(*shape4)),
+        O(e(B, H, Nh, Nh)),
+        Arr(e(B * H * nchunk * Nh * Nh), out=True, legal=("dim0_zero",)),
+        O(e(*shape4)),
+        ch,
+    )
+    calls["wkv7.wkv7_backward"] = Call(
+        wkv7.wkv7_backward,
+        A(rr),
+        ww,
+        A(kr),
+        A(vv),
+        A(-kk),
+        A(kk * 0.5),
+        A(ckpt),
+        A(sa),
+        A(r(*shape4)),
+        A(r(B, H, Nh, Nh)),
+        *[O(e(*shape4)) for _ in range(6)],
+        O(e(B, H, Nh, Nh)),
+        ch,
+    )
 
     # optimizer
     n = 11
-    calls["adamw.adamw_step"] = Call(adamw.adamw_step, O(r(n)), A(r(n)), O(e(n)), O(e(n)), D(1e-3, bad=(-1.0,)),
-                                     D(0.9, bad=(1.0, -0.1)), D(0.99, bad=(1.5,)), D(1e-8, bad=(0.0,)),
-                                     D(0.01, bad=(-1.0,)), I(1, bad=(0, -1)))
+    calls["adamw.adamw_step"] = Call(
+        adamw.adamw_step,
+        O(r(n)),
+        A(r(n)),
+        O(e(n)),
+        O(e(n)),
+        D(1e-3, bad=(-1.0,)),
+        D(0.9, bad=(1.0, -0.1)),
+        D(0.99, bad=(1.5,)),
+        D(1e-8, bad=(0.0,)),
+        D(0.01, bad=(-1.0,)),
+        I(1, bad=(0, -1)),
+    )
     return calls
 
 

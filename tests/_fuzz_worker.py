@@ -15,6 +15,7 @@ Each case feeds one (or, in the hypothesis part, two) bad arguments into an othe
 - must give the same result as the contiguous call: strided views where strides are accepted;
 - must not crash (any clean outcome is fine): NaN/inf values, odd but legal scalars.
 """
+
 import os
 import sys
 
@@ -26,6 +27,7 @@ CLEAN = (TypeError, ValueError, IndexError, MemoryError, OverflowError, BufferEr
 
 
 # ---- array mutations ---------------------------------------------------------------------------
+
 
 def _noncontig(x, axis):
     shape = list(x.shape)
@@ -55,33 +57,51 @@ def array_mutations(arg):
     muts = []
     other = np.float64 if x.dtype == np.float32 else np.float32
     if is_index:
+
         def poke(i, v):
             y = x.copy()
             y.reshape(-1)[i] = v
             return y
-        muts += [("float64", "raise", lambda: x.astype(np.float64)),
-                 ("int32", "raise", lambda: x.astype(np.int32)),
-                 ("neg_index", "raise", lambda: poke(x.size // 2, -1)),
-                 ("index_eq_bound", "raise", lambda: poke(0, arg.high)),
-                 ("index_huge", "raise", lambda: poke(-1, 1 << 40))]
+
+        muts += [
+            ("float64", "raise", lambda: x.astype(np.float64)),
+            ("int32", "raise", lambda: x.astype(np.int32)),
+            ("neg_index", "raise", lambda: poke(x.size // 2, -1)),
+            ("index_eq_bound", "raise", lambda: poke(0, arg.high)),
+            ("index_huge", "raise", lambda: poke(-1, 1 << 40)),
+        ]
     else:
-        muts += [("int64", "raise", lambda: x.astype(np.int64)),
-                 ("float16", "raise", lambda: x.astype(np.float16)),
-                 ("other_float", "nocrash" if len(arg.free) == x.ndim else "raise", lambda: x.astype(other)),
-                 ("nan", "nocrash", lambda: np.full_like(x, np.nan)),
-                 ("inf", "nocrash", lambda: np.where(np.arange(x.size).reshape(x.shape) % 2, np.inf, -np.inf)
-                  .astype(x.dtype))]
+        muts += [
+            ("int64", "raise", lambda: x.astype(np.int64)),
+            ("float16", "raise", lambda: x.astype(np.float16)),
+            ("other_float", "nocrash" if len(arg.free) == x.ndim else "raise", lambda: x.astype(other)),
+            ("nan", "nocrash", lambda: np.full_like(x, np.nan)),
+            (
+                "inf",
+                "nocrash",
+                lambda: np.where(np.arange(x.size).reshape(x.shape) % 2, np.inf, -np.inf).astype(x.dtype),
+            ),
+        ]
     if x.size > 1 and not is_index:
-        muts.append(("overlapping_strides", "raise" if not arg.strided else "nocrash",
-                     lambda: np.lib.stride_tricks.as_strided(x, strides=(0,) * x.ndim)))
+        muts.append(
+            (
+                "overlapping_strides",
+                "raise" if not arg.strided else "nocrash",
+                lambda: np.lib.stride_tricks.as_strided(x, strides=(0,) * x.ndim),
+            )
+        )
     if x.ndim and x.size:
         kind = "same" if arg.strided else "raise"
-        muts += [("noncontig_last", kind if arg.strided else "raise", lambda: _noncontig(x, -1)),
-                 ("noncontig_first", kind, lambda: _noncontig(x, 0)),
-                 ("negstride", kind, lambda: _negstride(x))]
-    muts += [("rank_plus_1", "raise", lambda: x[None]),
-             ("none", "raise", lambda: None),
-             ("list", "raise", lambda: x.tolist())]
+        muts += [
+            ("noncontig_last", kind if arg.strided else "raise", lambda: _noncontig(x, -1)),
+            ("noncontig_first", kind, lambda: _noncontig(x, 0)),
+            ("negstride", kind, lambda: _negstride(x)),
+        ]
+    muts += [
+        ("rank_plus_1", "raise", lambda: x[None]),
+        ("none", "raise", lambda: None),
+        ("list", "raise", lambda: x.tolist()),
+    ]
     if x.ndim:
         muts.append(("rank_minus_1", "raise", lambda: x.reshape(x.shape[1:]) if x.shape[0] == 1 else x[0]))
     for ax in range(x.ndim):
@@ -91,16 +111,20 @@ def array_mutations(arg):
             muts.append((f"dim{ax}_minus_1", kind, lambda ax=ax: _resized(x, ax, -1)))
             muts.append((f"dim{ax}_zero", kind, lambda ax=ax: _resized(x, ax, -x.shape[ax])))
     if arg.out:
+
         def readonly():
             y = x.copy()
             y.flags.writeable = False
             return y
+
         muts.append(("readonly", "raise", readonly))
     legal = set(arg.legal)
     if x.ndim and x.shape[0] == 1:
-        legal |= {"noncontig_first", "negstride"}   # a length-1 axis: still C-contiguous
-    return [(n, ("same" if n.startswith(("noncontig", "negstride")) else "nocrash") if n in legal else k, f)
-            for n, k, f in muts]
+        legal |= {"noncontig_first", "negstride"}  # a length-1 axis: still C-contiguous
+    return [
+        (n, ("same" if n.startswith(("noncontig", "negstride")) else "nocrash") if n in legal else k, f)
+        for n, k, f in muts
+    ]
 
 
 def num_mutations(arg):
@@ -112,6 +136,7 @@ def num_mutations(arg):
 
 
 # ---- running cases -----------------------------------------------------------------------------
+
 
 class Runner:
     def __init__(self):
@@ -142,6 +167,16 @@ class Runner:
             self.fail(cid, "accepted bad input without an error")
         elif kind == "same" and compare is not None and not compare(out, reference):
             self.fail(cid, "strided input gave a different result from the contiguous one")
+
+
+def combined_kind(kinds, labels):
+    """What two mutations at once must do: raise if any must, unless all the raising ones are
+    shape changes (two consistent shape changes can make a valid call); two 'same' -> nocrash."""
+    raising = [lab for k, lab in zip(kinds, labels) if k == "raise"]
+    if not raising:
+        return "nocrash"
+    shape_only = all(lab.split()[-1].startswith(("dim", "rank")) for lab in raising)
+    return "nocrash" if shape_only and len(kinds) > 1 else "raise"
 
 
 def fresh(args):
@@ -182,29 +217,38 @@ def kernel_cases(runner, dtypes=(np.float32, np.float64)):
                 continue
             reference = output_arrays(call, base_args)
             for i, arg in enumerate(call.args):
-                muts = array_mutations(arg) if isinstance(arg, Arr) else (
-                    num_mutations(arg) if isinstance(arg, Num) else [])
+                muts = (
+                    array_mutations(arg)
+                    if isinstance(arg, Arr)
+                    else (num_mutations(arg) if isinstance(arg, Num) else [])
+                )
                 for mname, kind, make in muts:
                     args = fresh(call.args)
                     args[i].value = make()
 
-                    def thunk(args=args):
+                    def thunk(args=args, call=call):
                         call.run(args)
                         return output_arrays(call, args)
+
                     runner.check(f"{name}[{np.dtype(dt).name}] arg{i} {mname}", kind, thunk, reference, _same)
 
 
 def hypothesis_kernel_cases(runner, max_examples):
     """Two simultaneous mutations and random shapes/values, drawn by hypothesis."""
-    from _fuzz_kernel_cases import Arr, Num, kernel_calls, output_arrays
+    from _fuzz_kernel_cases import Arr, kernel_calls, output_arrays
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     calls = {dt: kernel_calls(dt, seed=1) for dt in (np.float32, np.float64)}
     names = sorted(calls[np.float32])
 
-    @settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.data())
     def run(data):
         dt = data.draw(st.sampled_from([np.float32, np.float64]))
@@ -224,11 +268,12 @@ def hypothesis_kernel_cases(runner, max_examples):
             labels.append(f"arg{i} {mname}")
         if not kinds:
             return
-        kind = "raise" if "raise" in kinds else "nocrash"   # two 'same' muts: no reference kept
+        kind = combined_kind(kinds, labels)
 
         def thunk():
             call.run(args)
             return output_arrays(call, args)
+
         runner.check(f"hyp {name}[{np.dtype(dt).name}] " + " + ".join(labels), kind, thunk)
 
     run()
@@ -244,6 +289,7 @@ def main():
             hypothesis_kernel_cases(runner, max_examples)
     elif group == "functional":
         from _fuzz_functional_cases import functional_cases
+
         functional_cases(runner, max_examples)
     else:
         raise SystemExit(f"unknown group {group!r}")

@@ -1,5 +1,6 @@
 """Fuzz the public fused ops (F.*), linear, embedding and both models' forward with bad input,
 in a subprocess (a segfault fails this test, not the suite). See tests/_fuzz_functional_cases.py."""
+
 from _fuzz_run import run_group
 
 

@@ -5,6 +5,7 @@ See tests/_fuzz_worker.py for the mutations and what each must do (raise a clear
 contiguous result, or at least not crash). The worker prints each case before running it, so a
 crash names the case.
 """
+
 from _fuzz_run import run_group
 
 

@@ -2,6 +2,7 @@
 
 The crash-prone ones run in a subprocess: before the fix they took the interpreter down.
 """
+
 import os
 import subprocess
 import sys
@@ -18,8 +19,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_isolated(code):
     """Run `code` in a fresh interpreter; return (exit code, stdout + stderr)."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -37,20 +43,30 @@ def test_raw_kernel_with_none_for_an_array_raises_instead_of_segfaulting():
     assert code == 0 and "weight must be an array, got None" in out, out
 
 
-@pytest.mark.parametrize("fn, args", [
-    # fuzz case: swiglu/relu_square with a short second operand read past its end
-    ("channel_mix.relu_square_forward", "np.ones((4, 5)), np.ones((1, 5)), np.empty((4, 5))"),
-    # fuzz case: token_shift_forward x dim0_plus_1 ("malloc(): invalid size": heap overwrite)
-    ("token_shift.token_shift_forward", "np.ones((3, 2, 4)), np.ones((2, 4)), np.ones((6, 4)), "
-                                        "np.empty((6, 2, 2, 4))"),
-    # T = 0 made token_shift_backward write gx[b, -1]
-    ("token_shift.token_shift_backward", "np.ones((1, 2, 0, 4)), np.ones((2, 0, 4)), np.ones((2, 4)), "
-                                         "np.ones((1, 4)), np.ones((2, 4)), np.empty((2, 0, 4)), "
-                                         "np.empty((2, 4)), np.empty((2, 1, 4))"),
-    # H = 0 heads: C // H with cdivision (SIGFPE) before the check
-    ("rwkv7_time_mix.time_mix_output_forward",
-     "*[np.ones((2, 4))] * 5, *[np.ones(4)] * 3, 0, 1e-5, np.empty((2, 4)), *[np.empty((2, 1))] * 3"),
-])
+@pytest.mark.parametrize(
+    "fn, args",
+    [
+        # fuzz case: swiglu/relu_square with a short second operand read past its end
+        ("channel_mix.relu_square_forward", "np.ones((4, 5)), np.ones((1, 5)), np.empty((4, 5))"),
+        # fuzz case: token_shift_forward x dim0_plus_1 ("malloc(): invalid size": heap overwrite)
+        (
+            "token_shift.token_shift_forward",
+            "np.ones((3, 2, 4)), np.ones((2, 4)), np.ones((6, 4)), np.empty((6, 2, 2, 4))",
+        ),
+        # T = 0 made token_shift_backward write gx[b, -1]
+        (
+            "token_shift.token_shift_backward",
+            "np.ones((1, 2, 0, 4)), np.ones((2, 0, 4)), np.ones((2, 4)), "
+            "np.ones((1, 4)), np.ones((2, 4)), np.empty((2, 0, 4)), "
+            "np.empty((2, 4)), np.empty((2, 1, 4))",
+        ),
+        # H = 0 heads: C // H with cdivision (SIGFPE) before the check
+        (
+            "rwkv7_time_mix.time_mix_output_forward",
+            "*[np.ones((2, 4))] * 5, *[np.ones(4)] * 3, 0, 1e-5, np.empty((2, 4)), *[np.empty((2, 1))] * 3",
+        ),
+    ],
+)
 def test_raw_kernel_shape_mismatch_raises(fn, args):
     mod, name = fn.split(".")
     code, out = run_isolated(f"""
@@ -89,6 +105,7 @@ def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
 def test_linear_rejects_int_weight_and_non_arrays():
     # fuzz cases: linear arg1 int64 (silently promoted), linear arg1 list (AttributeError)
     from minigrad.ops.linear import linear
+
     x = mg.randn(3, 4)
     with pytest.raises(TypeError, match="linear: weight must be float"):
         linear(x, mg.tensor(np.ones((2, 4), np.int64)))
