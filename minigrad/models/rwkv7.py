@@ -23,6 +23,7 @@ from minigrad.tensor import Tensor
 
 __all__ = ["RWKV7Config", "RWKV7"]
 
+
 def _param(shape, dtype):
     return Parameter(np.zeros(shape, dtype=dtype))
 
@@ -147,6 +148,7 @@ class RWKV7(Module):
         return model
 
     def _load_arrays(self, arrays):
+        """Check names, shapes and kinds (errors name the tensor), then copy in at the model's dtype."""
         ignored = {f"blocks.0.att.{n}" for n in ("v0", "v1", "v2")}
         arrays = {k: v for k, v in arrays.items() if k not in ignored}
         shapes = expected_shapes(self.config)
@@ -154,14 +156,13 @@ class RWKV7(Module):
         unexpected = sorted(set(arrays) - set(shapes))
         if missing or unexpected:
             raise KeyError(f"RWKV7: state dict mismatch; missing {missing[:8]}, unexpected {unexpected[:8]}")
-        params = dict(self.named_parameters())
         for name, shape in shapes.items():
-            value = np.asarray(arrays[name])
+            value = arrays[name]
             if value.shape != shape:
                 raise ValueError(f"RWKV7: {name} has shape {value.shape}, expected {shape}")
             if not np.issubdtype(value.dtype, np.floating):
                 raise TypeError(f"RWKV7: {name} must be floating point, got {value.dtype}")
-            params[name].data[...] = value
+        self.load_state_dict({k: np.asarray(v, dtype=self.dtype) for k, v in arrays.items()})
 
     from_pretrained = classmethod(load_rwkv7)  # RWKV7.from_pretrained(path): official .pth / .safetensors
     save_pretrained = save_rwkv7  # model.save_pretrained(path): official names as safetensors (or .pth)
