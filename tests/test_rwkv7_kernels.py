@@ -122,3 +122,13 @@ def test_bad_inputs_raise_clear_errors():
         F.layer_norm(x, mg.tensor(np.ones(3)), mg.tensor(np.zeros(4)))
     with pytest.raises(ValueError, match="eps"):
         F.layer_norm(x, mg.tensor(np.ones(4)), mg.tensor(np.zeros(4)), eps=-1.0)
+
+
+def test_in_place_edit_of_a_saved_input_is_detected():
+    x = mg.tensor(np.random.default_rng(0).random((3, 4)), requires_grad=True)
+    w, b = mg.tensor(np.ones(4), requires_grad=True), mg.tensor(np.zeros(4), requires_grad=True)
+    y = F.layer_norm(x, w, b)
+    with mg.no_grad():
+        x += 1
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()

@@ -221,9 +221,11 @@ class RWKV7TimeMix(Function):
         new_shift = x[:, -1].copy()
 
         if save:
+            # params go through save_for_backward too, so in-place edits of them are detected
             ctx.save_for_backward(x, shift, mu, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
-                                  hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved)
-            ctx.p, ctx.layer_id, ctx.dims = p, layer_id, (B, T, C, H, N)
+                                  hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved,
+                                  *(p[n] for n in TIME_MIX_PARAMS))
+            ctx.layer_id, ctx.dims = layer_id, (B, T, C, H, N)
         outs = (out, new_shift, sT)
         # a copy: v is also saved for backward, and an in-place edit of the returned v_first
         # must not reach it
@@ -231,9 +233,11 @@ class RWKV7TimeMix(Function):
 
     @staticmethod
     def backward(ctx, gout, gnew_shift, gsT, gv_first_out=None):
+        saved = ctx.saved_tensors
         (x, shift, mu, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
-         hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt, sa) = ctx.saved_tensors
-        p, layer_id = ctx.p, ctx.layer_id
+         hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt, sa) = saved[:28]
+        p = dict(zip(TIME_MIX_PARAMS, saved[28:]))
+        layer_id = ctx.layer_id
         B, T, C, H, N = ctx.dims
         M, dt = B * T, x.dtype
         nth = _tm.num_threads()
@@ -454,20 +458,20 @@ class LayerNorm(Function):
         rstd = np.empty_like(mean)
         _ln.layer_norm_forward(x2, weight, bias, eps, y, mean, rstd)
         if _recording(ctx):
-            ctx.save_for_backward(x2, weight, mean, rstd)
-            ctx.shape = x.shape
+            ctx.save_for_backward(x, weight, mean, rstd)   # x itself: in-place edits are detected
         return y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, gy):
-        x2, weight, mean, rstd = ctx.saved_tensors
+        x, weight, mean, rstd = ctx.saved_tensors
+        x2 = x.reshape(-1, x.shape[-1])
         need = ctx.needs_input_grad
         gy2 = np.ascontiguousarray(gy).reshape(x2.shape)
         gx = np.empty_like(x2)
         acc = np.empty((_ln.num_threads(), 2, x2.shape[1]), x2.dtype)
         _ln.layer_norm_backward(gy2, x2, weight, mean, rstd, gx, acc, need[0])
         gw, gb = acc.sum(0)
-        return (gx.reshape(ctx.shape) if need[0] else None, gw if need[1] else None,
+        return (gx.reshape(x.shape) if need[0] else None, gw if need[1] else None,
                 gb if need[2] else None, None)
 
 
