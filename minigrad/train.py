@@ -273,11 +273,10 @@ def plot_losses(rows, path, title):
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     if len(steps):
         ax.plot(steps, train_loss, color="tab:blue", alpha=0.25, lw=0.8)
-        smooth, ema = [], 0.0
-        for i, v in enumerate(train_loss):
-            ema = 0.95 * ema + 0.05 * v
-            smooth.append(ema / (1 - 0.95 ** (i + 1)))  # bias-corrected, as in Adam
-        ax.plot(steps, smooth, color="tab:blue", lw=1.5, label="train (EMA)")
+        w = max(1, min(51, len(train_loss) // 20))  # a centred moving average over w steps
+        smooth = np.convolve(train_loss, np.ones(w) / w, mode="valid")
+        ax.plot(steps[w // 2:w // 2 + len(smooth)], smooth, color="tab:blue", lw=1.5,
+                label=f"train (mean of {w} steps)" if w > 1 else "train")
     if val:
         ax.plot(*zip(*val), "o-", color="tab:orange", lw=1.5, ms=4, label="validation")
     ax.set_xlabel("step")
