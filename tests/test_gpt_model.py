@@ -103,6 +103,7 @@ def test_generate_greedy_matches_argmax_of_full_forward():
         seq = np.concatenate([seq, nxt[:, None]], 1)
     np.testing.assert_array_equal(out.data, seq)
     assert model.training
+    assert model.layers[0].mlp.packed_weight().requires_grad      # the decode-time pack was released
 
 
 def test_generate_sampling_options():

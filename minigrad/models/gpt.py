@@ -82,13 +82,34 @@ class LlamaRMSNorm(nn.Module):
         return F.rms_norm(x, self.weight, self.eps)
 
 
+class _Packed(nn.Module):
+    """A module whose forward multiplies by several of its projections stacked into one matrix.
+
+    In training the stack is rebuilt (a differentiable cat) every call; `freeze_pack()` fixes it for
+    the duration of a no-grad decode (generate), so one token does not copy every weight again."""
+
+    PACKED = ()
+
+    def packed_weight(self):
+        frozen = self.__dict__.get("_frozen")
+        if frozen is not None:
+            return frozen
+        return mg.cat([getattr(self, n).weight for n in self.PACKED], 0)
+
+    def freeze_pack(self, on):
+        w = Tensor(np.concatenate([getattr(self, n).weight.data for n in self.PACKED], 0)) if on else None
+        object.__setattr__(self, "_frozen", w)
+
+
 def _proj(d_in, d_out, dtype):
     layer = nn.Linear(d_in, d_out, bias=False, dtype=dtype)
     nn.init.normal_(layer.weight, 0.0, INIT_STD)
     return layer
 
 
-class LlamaAttention(nn.Module):
+class LlamaAttention(_Packed):
+    PACKED = ("q_proj", "k_proj", "v_proj")
+
     def __init__(self, cfg, dtype):
         super().__init__()
         self.cfg = cfg
@@ -103,8 +124,8 @@ class LlamaAttention(nn.Module):
         values are written at positions start .. start+T and the queries attend to all of 0 .. start+T."""
         cfg = self.cfg
         B, T, C = x.shape
-        w = mg.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight], 0)
-        q, k, v = split_qkv_rope(linear(x, w), start, cfg.n_head, cfg.kv_heads, cfg.rope_base)
+        qkv = linear(x, self.packed_weight())
+        q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base)
         if cache is None:
             o = F.causal_attention(q, k, v, layout="bthd")
         else:
@@ -117,7 +138,9 @@ class LlamaAttention(nn.Module):
         return self.o_proj(o.reshape(B, T, C))
 
 
-class LlamaMLP(nn.Module):
+class LlamaMLP(_Packed):
+    PACKED = ("gate_proj", "up_proj")
+
     def __init__(self, cfg, dtype):
         super().__init__()
         self.gate_proj = _proj(cfg.d_model, cfg.ffn_hidden, dtype)
@@ -125,8 +148,7 @@ class LlamaMLP(nn.Module):
         self.down_proj = _proj(cfg.ffn_hidden, cfg.d_model, dtype)
 
     def forward(self, x):
-        w = mg.cat([self.gate_proj.weight, self.up_proj.weight], 0)
-        return self.down_proj(swiglu_packed(linear(x, w)))
+        return self.down_proj(swiglu_packed(linear(x, self.packed_weight())))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -215,8 +237,11 @@ class GPT(nn.Module):
         out = np.empty((B, total), np.int64)
         out[:, :T0] = ids
         was_training = self.training
+        packs = [m for m in self.modules() if isinstance(m, _Packed)]
         self.eval()
         try:
+            for m in packs:
+                m.freeze_pack(True)
             with no_grad():
                 pos, step = 0, ids
                 for t in range(T0, total):
@@ -224,6 +249,8 @@ class GPT(nn.Module):
                     out[:, t] = sample(logits, temperature, top_k, top_p, rng)
                     pos, step = t, out[:, t:t + 1]
         finally:
+            for m in packs:
+                m.freeze_pack(False)
             self.train(was_training)
         return Tensor(out)
 
