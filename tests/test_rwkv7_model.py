@@ -240,6 +240,26 @@ def test_logits_and_every_gradient_match_pytorch(cfg):
         assert np.abs(p.grad.data - g).max() / scale < 1e-9, name
 
 
+def test_pytorch_chunked_baseline_matches_its_loop():
+    """The benchmark's chunked closed-form WKV (T not a multiple of 16, carried state) is exact."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from rwkv7_torch import RWKV7Torch
+
+    _, weights = make(SMALL)
+    idx = torch.tensor(tokens(SMALL, 2, 37))
+    loop = RWKV7Torch.from_state_dict(weights, 4, wkv="loop", dtype=torch.float64)
+    chunked = RWKV7Torch.from_state_dict(weights, 4, wkv="chunked", dtype=torch.float64)
+    want, want_state = loop(idx)
+    first, state = chunked(idx[:, :20])
+    second, state = chunked(idx[:, 20:], state)
+    np.testing.assert_allclose(torch.cat([first, second], 1).detach().numpy(), want.detach().numpy(),
+                               rtol=1e-10, atol=1e-10)
+    for ours, theirs in zip(state, want_state):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
 # ---- generation and validation -------------------------------------------------------------------
 def test_generate_is_recurrent_and_reproducible():
     model, _ = make(SMALL)
