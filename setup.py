@@ -4,6 +4,9 @@ Every kernel compiles with -O3 (never -ffast-math) and OpenMP when the compiler 
 Without OpenMP the build still succeeds, prints a loud warning, and the kernels run serially.
 Set MINIGRAD_ONLY=name1,name2 to build only those kernels (for quick iteration).
 Set MINIGRAD_NO_OPENMP=1 to force a serial build.
+Kernels are tuned for the building CPU (-march=native, when the compiler accepts it): pip builds
+minigrad on the machine that runs it. Set MINIGRAD_PORTABLE=1 to build a binary for other CPUs
+(a redistributable wheel); the kernels then use baseline x86-64/arm64 instructions only.
 """
 import glob
 import os
@@ -20,27 +23,26 @@ from setuptools import Extension, setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _compiler_supports_openmp():
-    if os.environ.get("MINIGRAD_NO_OPENMP"):
-        return False
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    cc = cc.split()[0]
+def _compiler_accepts(flag, src="int main(void){return 0;}\n"):
+    """True when the C compiler builds and links `src` with `flag`."""
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         return False
-    src = "#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n"
     with tempfile.TemporaryDirectory() as tmp:
         c_file = os.path.join(tmp, "t.c")
         with open(c_file, "w") as f:
             f.write(src)
         try:
-            r = subprocess.run([cc, "-fopenmp", c_file, "-o", os.path.join(tmp, "t")],
+            r = subprocess.run([cc, flag, c_file, "-o", os.path.join(tmp, "t")],
                                capture_output=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return False
         return r.returncode == 0
 
 
-OPENMP = _compiler_supports_openmp()
+OPENMP = not os.environ.get("MINIGRAD_NO_OPENMP") and _compiler_accepts(
+    "-fopenmp", "#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
+NATIVE = not os.environ.get("MINIGRAD_PORTABLE") and _compiler_accepts("-march=native")
 if not OPENMP:
     bar = "!" * 78
     sys.stderr.write(f"\n{bar}\nminigrad: WARNING: the C compiler does not support OpenMP.\n"
@@ -48,7 +50,7 @@ if not OPENMP:
                      "minigrad: on macOS: `brew install libomp` and set CC to an OpenMP clang.\n"
                      f"{bar}\n\n")
 
-compile_args = ["-O3"]
+compile_args = ["-O3"] + (["-march=native"] if NATIVE else [])
 link_args = []
 if OPENMP:
     compile_args.append("-fopenmp")

@@ -1,4 +1,3 @@
-# distutils: extra_compile_args = -march=native
 """Elementwise part of the RWKV-7 channel-mix: p = relu(h), a = p^2 (h = xk Wk^T from BLAS).
 
 The token shift is minigrad.kernels.token_shift; the GEMMs run in numpy/BLAS.

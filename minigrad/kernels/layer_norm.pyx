@@ -1,4 +1,3 @@
-# distutils: extra_compile_args = -march=native
 """LayerNorm over the last dimension: y = (x - mean) rstd w + b, rstd = 1 / sqrt(var + eps).
 
 Rows are independent: prange over rows. Weight/bias grads are sums over rows, accumulated in

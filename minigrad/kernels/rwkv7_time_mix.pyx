@@ -1,4 +1,3 @@
-# distutils: extra_compile_args = -march=native
 """Elementwise / per-head parts of the RWKV-7 ("x070") time-mix block.
 
 All arrays are 2-D (M, C) row views, M = B*T, channels head-major (c = h*N + n), C = H*N.

@@ -1,4 +1,3 @@
-# distutils: extra_compile_args = -march=native
 """RWKV token shift with K lerps: xs[m] = x + (prev - x) * mu[m], prev = x shifted one step right.
 
 prev[b, 0] = shift[b] (the carried last token of the previous piece), prev[b, t] = x[b, t-1].

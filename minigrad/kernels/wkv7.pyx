@@ -1,4 +1,3 @@
-# distutils: extra_compile_args = -march=native
 """WKV7 recurrence (RWKV-7 "x070"), one (batch, head) pair per prange task.
 
 Per head, with the state S (N x N, S[i, j]: i = value index, j = key index):
