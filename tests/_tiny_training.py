@@ -53,7 +53,7 @@ class Trainer:
         return float(loss.item())
 
     def params(self):
-        return {k: v.data.copy() for k, v in self.model.state_dict().items()}
+        return {k: np.array(v.data if isinstance(v, mg.Tensor) else v) for k, v in self.model.state_dict().items()}
 
 
 def rss_mb():
