@@ -53,7 +53,8 @@ class Trainer:
         return float(loss.item())
 
     def params(self):
-        return {k: np.array(v.data if isinstance(v, mg.Tensor) else v) for k, v in self.model.state_dict().items()}
+        state = self.model.state_dict()
+        return {k: np.array(v.data if isinstance(v, mg.Tensor) else v) for k, v in state.items()}
 
 
 def rss_mb():

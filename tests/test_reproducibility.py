@@ -24,8 +24,8 @@ STEPS = 6
 
 def run_losses(kind, threads):
     env = dict(os.environ, OMP_WAIT_POLICY="passive", PYTHONPATH=os.path.dirname(HERE))
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "_tiny_training.py"), "losses", kind, str(STEPS),
-                           str(threads)], capture_output=True, text=True, timeout=300, env=env)
+    cmd = [sys.executable, os.path.join(HERE, "_tiny_training.py"), "losses", kind, str(STEPS), str(threads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
