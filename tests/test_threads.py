@@ -1,0 +1,168 @@
+"""Threads: set_num_threads is honoured (OpenMP in every Python thread, and BLAS), kernels give the
+same results with 1 and 2 threads, and two Python threads using minigrad at once get exactly
+the results they get alone."""
+import threading
+
+import numpy as np
+import pytest
+from _tiny_training import Trainer
+
+import minigrad as mg
+from minigrad import functional as F
+from minigrad.kernels import _threads
+from minigrad.ops.rwkv7 import TIME_MIX_PARAMS
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    n = mg.get_num_threads()
+    yield
+    mg.set_num_threads(n)
+
+
+def in_thread(fn):
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_set_num_threads_is_honoured_by_every_python_thread():
+    for n in (1, 2, 3):
+        mg.set_num_threads(n)
+        assert mg.get_num_threads() == n and _threads.get_threads() == n
+
+        def fresh_thread():       # OpenMP's team size is per thread: an op syncs it
+            (mg.ones(2) + 1).sum()
+            return _threads.get_threads()
+        assert in_thread(fresh_thread) == n
+    with pytest.raises(ValueError, match=">= 1"):
+        mg.set_num_threads(0)
+
+
+def test_set_num_threads_caps_blas():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    mg.set_num_threads(1)
+    blas = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+    assert blas and all(i["num_threads"] == 1 for i in blas)
+
+
+def _fused_cases(dt):
+    """F.* calls big enough that 2 threads split the work; returns fn() -> list of arrays."""
+    rng = np.random.default_rng(0)
+    r = lambda *s: rng.standard_normal(s).astype(dt) * 0.5  # noqa: E731
+    B, T, H, N = 2, 33, 4, 8
+    C, D = H * N, 5
+    arrays = {"x": r(B, T, C), "w": r(C), "b": r(C), "q": r(B, H, T, N), "k": r(B, 2, T, N),
+              "v": r(B, 2, T, N), "logits": r(B * T, 50), "gate": r(B * T, 3 * C), "up": r(B * T, 3 * C),
+              "wk": [r(B, T, H, N) for _ in range(6)], "s0": r(B, H, N, N)}
+    wk = arrays["wk"]
+    wk[1] = np.exp(-np.exp(wk[1]))
+    wk[4] = wk[4] / np.linalg.norm(wk[4], axis=-1, keepdims=True)
+    wk[5] = -wk[4] * 0.5
+    shapes = {"w1": (C, D), "a1": (C, D), "v1": (C, D), "g1": (C, D), "w2": (D, C), "a2": (D, C),
+              "v2": (D, C), "g2": (D, C), "r_k": (H, N), "ln_x.weight": (C,), "ln_x.bias": (C,)}
+    tm_params = {n: r(*shapes.get(n, (C, C) if n.endswith("weight") else (1, 1, C))) for n in TIME_MIX_PARAMS}
+    targets = rng.integers(0, 50, B * T)
+
+    def grads(fn, *arrs):
+        ts = [mg.Tensor(a, requires_grad=True) for a in arrs]
+        outs = fn(*ts)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        total = sum(((o * o).sum() for o in outs if o.requires_grad), mg.zeros((), dtype=dt))
+        total.backward()
+        return [o.data.copy() for o in outs] + [t.grad.data.copy() for t in ts if t.grad is not None]
+
+    a = arrays
+    return {
+        "rms_norm": lambda: grads(lambda x, w: F.rms_norm(x, w), a["x"], a["w"]),
+        "layer_norm": lambda: grads(lambda x, w, b: F.layer_norm(x, w, b), a["x"], a["w"], a["b"]),
+        "attention": lambda: grads(F.causal_attention, a["q"], a["k"], a["v"]),
+        "rope": lambda: grads(lambda q: F.rope(q), a["q"]),
+        "cross_entropy": lambda: grads(lambda z: F.cross_entropy(z, targets), a["logits"]),
+        "swiglu": lambda: grads(F.swiglu, a["gate"], a["up"]),
+        "wkv7": lambda: grads(lambda *t: F.wkv7(*t), *wk, a["s0"]),
+        "time_mix": lambda: grads(lambda x, *p: F.rwkv7_time_mix(x, dict(zip(TIME_MIX_PARAMS, p)), layer_id=0,
+                                                                 head_size=N)[:3],
+                                  a["x"], *(tm_params[n] for n in TIME_MIX_PARAMS)),
+    }
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_fused_ops_agree_with_one_and_two_threads(dt):
+    cases = _fused_cases(dt)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    for name, fn in cases.items():
+        mg.set_num_threads(1)
+        one = fn()
+        mg.set_num_threads(2)
+        two = fn()
+        for i, (x, y) in enumerate(zip(one, two)):
+            np.testing.assert_allclose(x, y, rtol=tol, atol=tol, err_msg=f"{name} output/grad {i}")
+
+
+def test_two_python_threads_at_once_get_their_serial_results():
+    """GPT training in one Python thread, RWKV-7 training in another, and the fused ops in a third,
+    all at once, with 2 OpenMP threads each: every result equals the one computed alone."""
+    mg.set_num_threads(2)
+    steps = 4
+    serial = {}
+    for kind in ("gpt", "rwkv7"):
+        trainer = Trainer(kind, seed=1)
+        serial[kind] = ([trainer.step(i) for i in range(steps)], trainer.params())
+    ops = _fused_cases(np.float32)
+    serial["ops"] = {name: fn() for name, fn in ops.items()}
+
+    trainers = {kind: Trainer(kind, seed=1) for kind in ("gpt", "rwkv7")}   # built serially: global RNG
+    results, errors = {}, []
+    barrier = threading.Barrier(3)
+
+    def train(kind):
+        try:
+            barrier.wait()
+            t = trainers[kind]
+            results[kind] = ([t.step(i) for i in range(steps)], t.params())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def run_ops():
+        try:
+            barrier.wait()
+            results["ops"] = {name: [fn() for _ in range(3)][-1] for name, fn in ops.items()}
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=train, args=(k,)) for k in ("gpt", "rwkv7")]
+    threads.append(threading.Thread(target=run_ops))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for kind in ("gpt", "rwkv7"):
+        assert results[kind][0] == serial[kind][0], kind
+        for name, value in serial[kind][1].items():
+            assert np.array_equal(results[kind][1][name], value), (kind, name)
+    for name, arrays in serial["ops"].items():
+        for i, (x, y) in enumerate(zip(arrays, results["ops"][name])):
+            assert np.array_equal(x, y), (name, i)
+
+
+def test_grad_mode_is_per_thread():
+    entered, release = threading.Event(), threading.Event()
+
+    def hold_no_grad():
+        with mg.no_grad():
+            entered.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold_no_grad)
+    t.start()
+    entered.wait(5)
+    try:
+        y = mg.ones(2, requires_grad=True) * 2
+        assert y.requires_grad and y._node is not None
+    finally:
+        release.set()
+        t.join()
