@@ -283,7 +283,8 @@ def attention_backward(const floating[:, :, :, :] q, const floating[:, :, :, :] 
                 for i in range(Tq):
                     acc = 0
                     for d in range(hd):
-                        acc = acc + gop[b * gs0 + h * gs1 + i * gst + d] * opp[b * os0 + h * os1 + i * ost + d]
+                        acc = acc + (gop[b * gs0 + h * gs1 + i * gst + d]
+                                     * opp[b * os0 + h * os1 + i * ost + d])
                     dd[i] = acc
                 i0 = 0
                 while i0 < Tq:
@@ -307,7 +308,7 @@ def softmax_block_forward(floating[:, :, ::1] s, floating[:, ::1] lse, Py_ssize_
     _check_block("softmax_block_forward", s, s, lse, lse, i0, past)
     cdef Py_ssize_t NH = s.shape[0], nr = s.shape[1], nk = s.shape[2], r, n, i, j, lim
     cdef floating* sr
-    cdef floating mx, l, sc = <floating>scale
+    cdef floating mx, lsum, sc = <floating>scale
     with nogil:
         for r in prange(NH * nr, schedule="static"):
             n = r // nr
@@ -317,23 +318,23 @@ def softmax_block_forward(floating[:, :, ::1] s, floating[:, ::1] lse, Py_ssize_
             if floating is float:
                 mg_scale_f(sr, lim, sc)
                 mx = mg_max_f(sr, lim)
-                l = mg_sum_exp_f(sr, lim, mx)
-                mg_exp_affine_f(sr, sr, lim, 1, mx + log(l), 1)
+                lsum = mg_sum_exp_f(sr, lim, mx)
+                mg_exp_affine_f(sr, sr, lim, 1, mx + log(lsum), 1)
             else:
                 mx = -INFINITY
                 for j in range(lim):
                     sr[j] = sr[j] * sc
                     if sr[j] > mx:
                         mx = sr[j]
-                l = 0
+                lsum = 0
                 for j in range(lim):
                     sr[j] = _exp(sr[j] - mx)
-                    l = l + sr[j]
+                    lsum = lsum + sr[j]
                 for j in range(lim):
-                    sr[j] = sr[j] / l
+                    sr[j] = sr[j] / lsum
             for j in range(lim, nk):
                 sr[j] = 0
-            lse[n, i0 + i] = mx + log(l)
+            lse[n, i0 + i] = mx + log(lsum)
 
 
 # s, dp: (NH, nr, nk) raw scores and go.v of query rows i0 .. i0+nr; lse, dd: (NH, Tq).
@@ -345,7 +346,7 @@ def softmax_block_backward(floating[:, :, ::1] s, floating[:, :, ::1] dp,
     cdef Py_ssize_t NH = s.shape[0], nr = s.shape[1], nk = s.shape[2], r, n, i, j, lim
     cdef floating* sr
     cdef floating* dr
-    cdef floating sc = <floating>scale, l, d_i, p
+    cdef floating sc = <floating>scale, lsum, d_i, p
     with nogil:
         for r in prange(NH * nr, schedule="static"):
             n = r // nr
@@ -353,13 +354,13 @@ def softmax_block_backward(floating[:, :, ::1] s, floating[:, :, ::1] dp,
             sr = &s[n, i, 0]
             dr = &dp[n, i, 0]
             lim = min(nk, i0 + i + past + 1)
-            l = lse[n, i0 + i]
+            lsum = lse[n, i0 + i]
             d_i = dd[n, i0 + i]
             if floating is float:
-                mg_softmax_grad_row_f(sr, dr, lim, sc, l, d_i)
+                mg_softmax_grad_row_f(sr, dr, lim, sc, lsum, d_i)
             else:
                 for j in range(lim):
-                    p = _exp(sr[j] * sc - l)
+                    p = _exp(sr[j] * sc - lsum)
                     sr[j] = p
                     dr[j] = sc * p * (dr[j] - d_i)
             for j in range(lim, nk):

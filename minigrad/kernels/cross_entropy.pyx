@@ -38,7 +38,7 @@ def cross_entropy_forward(const floating[:, ::1] logits, const long long[::1] ta
                       logits, targets, loss, lse)
     check_kernel_scalar("cross_entropy_forward", "the class count", logits.shape[1], 1)
     check_kernel_index("cross_entropy_forward", "targets", targets, logits.shape[1], ignore_index)
-    cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n, v
+    cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n
     cdef const floating* zr
     cdef long long t
     with nogil:
@@ -64,7 +64,7 @@ def cross_entropy_backward(const floating[:, ::1] logits, const long long[::1] t
     cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n, v
     cdef const floating* zr
     cdef floating* gr
-    cdef floating w, l
+    cdef floating w, row_lse
     cdef long long t
     with nogil:
         for n in prange(N, schedule="static"):
@@ -76,10 +76,10 @@ def cross_entropy_backward(const floating[:, ::1] logits, const long long[::1] t
                     gr[v] = 0
                 continue
             w = weight[n]
-            l = lse[n]
+            row_lse = lse[n]
             if floating is float:
-                mg_exp_affine_f(zr, gr, V, 1, l, w)
+                mg_exp_affine_f(zr, gr, V, 1, row_lse, w)
             else:
                 for v in range(V):
-                    gr[v] = w * exp(zr[v] - l)
+                    gr[v] = w * exp(zr[v] - row_lse)
             gr[t] -= w
