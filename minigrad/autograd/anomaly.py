@@ -51,14 +51,22 @@ def callsite():
 
 
 def _bad(arr):
-    return arr is not None and arr.dtype.kind == "f" and not np.isfinite(arr).all()
+    if arr is None:
+        return False
+    arr = np.asarray(arr)
+    return arr.dtype.kind == "f" and not np.isfinite(arr).all()
 
 
-def check_forward(op_name, outputs):
+def check_forward(op_name, outputs, inputs=()):
+    """Raise on the first output with NaN/inf; say so when an input already had them (the NaN
+    then came from outside the recorded graph: data, weights, or an op run without anomaly mode)."""
     for i, out in enumerate(outputs):
         if _bad(out.data):
+            fed = [j for j, a in enumerate(inputs) if isinstance(a, np.ndarray) and _bad(a)]
+            origin = (f"; its input {fed[0]} already contained NaN/inf (from data, weights or an op "
+                      "run outside detect_anomaly)" if fed else "")
             raise FloatingPointError(f"anomaly: {op_name} produced NaN/inf in forward output {i} "
-                                     f"(shape {out.shape}) at {callsite()}")
+                                     f"(shape {out.shape}) at {callsite()}{origin}")
 
 
 def check_backward(node, grads):

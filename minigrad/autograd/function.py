@@ -146,7 +146,7 @@ class Function:
         out_dtype = None if cls.changes_dtype else dtype
         outputs = tuple(Tensor._from_op(_as_output(r, out_dtype)) for r in arrays)
         if anomaly.is_enabled():
-            anomaly.check_forward(cls.__name__, outputs)
+            anomaly.check_forward(cls.__name__, outputs, raw)
         if record:
             node = Node(cls, ctx, args, outputs)
             for i, out in enumerate(outputs):
