@@ -86,8 +86,9 @@ def test_kv_cache_decoding_equals_full_forward(tied):
     shape = (3, 20, cfg.kv_heads, cfg.head_dim)
     caches = [(np.zeros(shape, np.float32), np.zeros(shape, np.float32)) for _ in model.layers]
     with mg.no_grad():
-        got = [model(seq[:, :7], caches, 0).data]                  # prefill 7 tokens
-        for t in range(7, 20):                                     # then one token at a time
+        got = [model(seq[:, :9], caches, 0).data]                  # prefill 9 tokens (BLAS driver)
+        got.append(model(seq[:, 9:12], caches, 9).data)            # 3 at once (C driver)
+        for t in range(12, 20):                                    # then one token at a time
             got.append(model(seq[:, t:t + 1], caches, t).data)
     np.testing.assert_allclose(np.concatenate(got, 1), full, rtol=0, atol=2e-5)
 
