@@ -3,8 +3,9 @@
 One checkpoint is one file `ckpt_<step>.safetensors` in a run directory. It holds the model's
 weights (`model.<name>`), the optimizer's arrays (`optim.<path>`), and in the safetensors
 metadata, as JSON: the model type and config, the step, RNG states, the tokenizer, the
-optimizer's non-array state and any extra training state. A BLAKE2b digest of the data section
-catches corruption that leaves the layout intact.
+optimizer's non-array state and any extra training state. BLAKE2b digests of the data section
+and of the header (every name, shape, offset and metadata value) catch corruption that leaves
+the layout intact.
 
 Atomic write: temp file in the same directory -> write -> flush -> fsync -> os.replace ->
 fsync the directory. A process killed at any moment leaves either the old set of checkpoints or
@@ -61,7 +62,8 @@ def _bf16_to_f32(raw, shape):
 
 def encode_safetensors(tensors, metadata=None):
     """The bytes of a safetensors file holding `tensors` (name -> array) and `metadata`
-    (str -> str). A `minigrad.blake2b` digest of the data section is added to the metadata."""
+    (str -> str). `minigrad.blake2b` (digest of the data section) and `minigrad.header_blake2b`
+    (digest of the rest of the header, see `_header_digest`) are added to the metadata."""
     entries, blobs, offset = {}, [], 0
     for name in sorted(tensors):
         arr = _as_array(tensors[name])
@@ -76,9 +78,21 @@ def encode_safetensors(tensors, metadata=None):
     data = b"".join(blobs)
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     meta["minigrad.blake2b"] = hashlib.blake2b(data, digest_size=16).hexdigest()
+    meta[_HEADER_DIGEST] = _header_digest(meta, entries)
     header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("utf-8")
     header += b" " * (-len(header) % 8)
     return struct.pack("<Q", len(header)) + header + data
+
+
+_HEADER_DIGEST = "minigrad.header_blake2b"
+
+
+def _header_digest(meta, entries):
+    """Digest of the parsed header minus this digest itself, serialised canonically (sorted keys),
+    so that it can be recomputed from what the reader parsed."""
+    canon = {"__metadata__": {k: v for k, v in meta.items() if k != _HEADER_DIGEST}, **entries}
+    text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def decode_safetensors(buf, name="<buffer>"):
@@ -100,6 +114,10 @@ def decode_safetensors(buf, name="<buffer>"):
     if not isinstance(header, dict):
         raise bad("header is not a JSON object")
     meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict):
+        raise bad("metadata is not a JSON object")
+    if _HEADER_DIGEST in meta and _header_digest(meta, header) != meta[_HEADER_DIGEST]:
+        raise bad("header checksum mismatch")
     data = memoryview(buf)[8 + n:]
     tensors, covered = {}, 0
     for key, info in sorted(header.items(), key=lambda kv: kv[1].get("data_offsets", [0])[0]
@@ -362,8 +380,9 @@ def _load_file(path):
                               f"(format {meta.get('format')!r}, expected {FORMAT!r})")
     try:
         info = json.loads(meta["minigrad"])
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: checkpoint metadata is corrupted: {e}") from None
+        info["step"], info["model_type"], info["config"]  # noqa: B018 - required keys
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: checkpoint metadata is corrupted: {e!r}") from None
     model_state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     optim_state = None
     if info.get("optimizer") is not None:
