@@ -301,6 +301,22 @@ def test_from_gguf_tiny(tmp_path, tied):
     assert model.tokenizer.eos_token_id == len(tokens) - 1
 
 
+def test_gguf_to_hf_keeps_weights_and_tokenizer(tmp_path):
+    """GGUF -> save_hf -> from_hf: the conversion a user makes to hand a GGUF model to transformers."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("tokenizers")
+    GPT, _ = _gpt()
+    tokens, merges, _ = _tiny_tokenizer()
+    _write_gguf(tmp_path / "tiny.gguf", _small_gpt(True, seed=4, vocab=len(tokens)), tokens, merges)
+    model = GPT.from_gguf(str(tmp_path / "tiny.gguf"))
+    model.save_hf(str(tmp_path / "hf"))
+    back = GPT.from_hf(str(tmp_path / "hf"))
+    np.testing.assert_array_equal(_logits(model, IDS), _logits(back, IDS))
+    text = "that is the question"
+    np.testing.assert_array_equal(back.tokenizer.encode(text), model.tokenizer.encode(text))
+    assert back.tokenizer.eos_token_id == len(tokens) - 1
+
+
 def test_unpermute_inverts_llama_cpp_permute():
     from minigrad.models.gguf_llama import unpermute_qk
     w = np.arange(6 * 8 * 5, dtype=np.float32).reshape(48, 5)

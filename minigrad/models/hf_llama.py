@@ -12,6 +12,7 @@ Names: GPT uses HF's Llama names without the `model.` prefix (`layers.0.self_att
 import json
 import mmap
 import os
+import warnings
 
 import numpy as np
 
@@ -176,11 +177,12 @@ def load_hf(cls, path, dtype=np.float32):
         state.update(read_safetensors_file(file))
     state = hf_to_gpt_names(state, kwargs["tie_embeddings"])
     model = load_gpt_state(cls, kwargs, state, dtype, source=path)
-    model.tokenizer = _load_tokenizer(path)
+    model.tokenizer = _load_tokenizer(path, hf)
     return model
 
 
-def _load_tokenizer(path):
+def _load_tokenizer(path, hf):
+    """tokenizer.json through the `tokenizers` package, with the config's bos/eos ids; else None."""
     file = os.path.join(path, TOKENIZER_NAME)
     if not os.path.isfile(file):
         return None
@@ -188,9 +190,14 @@ def _load_tokenizer(path):
         from minigrad.data import BPETokenizer
 
         with open(file, encoding="utf-8") as f:
-            return BPETokenizer.from_json(f.read())
+            tok = BPETokenizer.from_json(f.read())
     except ImportError:
         return None
+    except Exception as e:  # a tokenizer we cannot read must not stop the weights from loading
+        warnings.warn(f"GPT.from_hf: {file} not loaded ({e}); model.tokenizer is None", stacklevel=3)
+        return None
+    tok.bos_token_id, tok.eos_token_id = hf.get("bos_token_id"), hf.get("eos_token_id")
+    return tok
 
 
 def save_hf(model, path, tokenizer=None):
