@@ -120,3 +120,24 @@ def test_attention_and_embedding_name_the_bad_argument():
         F.causal_attention(None, mg.randn(1, 1, 2, 4), mg.randn(1, 1, 2, 4))
     with pytest.raises(TypeError, match="embedding: weight must be a Tensor or numpy array, got list"):
         mg.embedding(np.array([0, 1]), [[0.0, 1.0], [2.0, 3.0]])
+
+
+def test_rope_far_positions_are_fast_and_match_the_table_path(monkeypatch):
+    # fuzz case (huge sizes): F.rope(x, 2**31 - 10) built a 2**31-row table: 109 s to MemoryError
+    import time
+
+    import minigrad.ops.rope as rope_mod
+
+    x = mg.randn(2, 3, 5, 8, requires_grad=True)
+    t0 = time.perf_counter()
+    y = F.rope(x, 2 ** 31 - 10)
+    assert time.perf_counter() - t0 < 2 and np.isfinite(y.data).all()
+    offset = rope_mod.MAX_TABLE_ROWS + 7          # per-call rows ...
+    far = F.rope(x, offset)
+    (far * far).sum().backward()
+    g_far = x.grad.data.copy()
+    x.grad = None
+    monkeypatch.setattr(rope_mod, "MAX_TABLE_ROWS", 1 << 30)   # ... vs the cached table
+    table = F.rope(x, offset)
+    (table * table).sum().backward()
+    assert np.array_equal(far.data, table.data) and np.array_equal(g_far, x.grad.data)

@@ -15,6 +15,7 @@ from minigrad.kernels.validate import check_finite_scalar, check_float, check_in
 
 _TABLES = OrderedDict()
 _MAX_TABLES = 32
+MAX_TABLE_ROWS = 1 << 16    # beyond this largest position, compute rows per call instead of a table
 _LAYOUTS = ("bhtd", "bthd")
 
 
@@ -24,15 +25,20 @@ def rope_tables(n_positions, hd, base, dtype):
     key = (P, int(hd), float(base), np.dtype(dtype))
     tables = _TABLES.get(key)
     if tables is None:
-        inv_freq = float(base) ** (-np.arange(0, hd // 2, dtype=np.float64) * 2.0 / hd)
-        angles = np.arange(P, dtype=np.float64)[:, None] * inv_freq[None, :]
-        tables = (np.cos(angles).astype(dtype), np.sin(angles).astype(dtype))
+        tables = _cos_sin(np.arange(P), hd, base, dtype)
         _TABLES[key] = tables
         if len(_TABLES) > _MAX_TABLES:
             _TABLES.popitem(last=False)
     else:
         _TABLES.move_to_end(key)
     return tables
+
+
+def _cos_sin(positions, hd, base, dtype):
+    """cos, sin (len(positions), hd/2) of angle = pos * base^(-2i/hd), computed in float64."""
+    inv_freq = float(base) ** (-np.arange(0, hd // 2, dtype=np.float64) * 2.0 / hd)
+    angles = np.asarray(positions, np.float64)[:, None] * inv_freq[None, :]
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
 def _positions(positions, T):
@@ -65,7 +71,13 @@ def _setup(op, x_shape, hd, positions, T, base, dtype):
         raise ValueError(f"{op}: head size must be even, got shape {x_shape}")
     base = check_finite_scalar(op, "base", base, positive=True)
     pos = _positions(positions, T)
-    cos, sin = rope_tables(int(pos.max()) + 1 if pos.size else 1, hd, base, dtype)
+    n = int(pos.max()) + 1 if pos.size else 1
+    if n > MAX_TABLE_ROWS and n > 2 * pos.size:
+        # far positions: rows for exactly these T positions (same float64 maths as the tables),
+        # not a table of every position up to n (2**31 positions: 64 GiB and minutes to fail)
+        cos, sin = _cos_sin(pos, hd, base, dtype)
+        return cos, sin, np.arange(pos.size, dtype=np.int64)
+    cos, sin = rope_tables(n, hd, base, dtype)
     return cos, sin, pos
 
 
