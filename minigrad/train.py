@@ -400,13 +400,12 @@ def _prepare(cfg, log):
             ckpt = io.load_checkpoint(cfg.out)
         else:
             log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
-    if ckpt is None:
-        _set_aside_previous_run(cfg.out, log)
-    elif ckpt.model_type != cfg.model:
+    if ckpt is not None and ckpt.model_type != cfg.model:
         raise io.CheckpointError(f"--resume: {ckpt.path} holds a {ckpt.model_type!r} model, "
                                  f"not {cfg.model!r}; use --model {ckpt.model_type} or another --out")
-
     text, corpus_desc = load_corpus(cfg.corpus)
+    if ckpt is None:
+        _set_aside_previous_run(cfg.out, log)
     tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
     ids = compact_ids(tokenizer.encode(text), tokenizer.vocab_size)
     train_ids, val_ids = train_val_split(ids, cfg.val_fraction)

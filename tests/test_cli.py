@@ -205,3 +205,17 @@ def test_a_fresh_run_sets_the_previous_one_aside(corpus, tmp_path):
     assert [s for s, _ in io.list_checkpoints(str(tmp_path))] == [3]
     assert io.list_checkpoints(str(tmp_path / "previous"))[-1][0] == 6
     assert os.path.exists(tmp_path / "previous" / "metrics.csv")
+
+
+def test_cli_errors_are_one_clear_line(corpus, tmp_path, capsys):
+    out = str(tmp_path)
+    assert main(["train", "--config", "tiny", "--corpus", corpus, "--steps", "2", "--out", out,
+                 "--sample-tokens", "0", "--no-progress", "--no-plot"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--model", "rwkv7", "--out", out, "--resume", "--steps", "4"]) == 1
+    assert "holds a 'gpt' model" in capsys.readouterr().err
+    assert main(["train", "--corpus", str(tmp_path / "missing.txt"), "--steps", "2", "--out", out]) == 1
+    assert "no such file or directory" in capsys.readouterr().err
+    assert io.list_checkpoints(out) and not os.path.exists(os.path.join(out, "previous"))  # untouched
+    assert main(["sample", "--ckpt", str(tmp_path / "nowhere")]) == 1
+    assert "no such checkpoint" in capsys.readouterr().err
