@@ -13,10 +13,11 @@ def relu_square_forward(const floating[:, ::1] h, floating[:, ::1] p, floating[:
     check_kernel_args("relu_square_forward", "h:M,F p:M,F a:M,F", h, p, a)
     cdef Py_ssize_t M = h.shape[0], F = h.shape[1], m, f
     cdef floating x
+    cdef floating zero = 0
     with nogil:
         for m in prange(M, schedule="static"):
             for f in range(F):
-                x = h[m, f] if h[m, f] > 0 else 0
+                x = h[m, f] if h[m, f] > zero else zero
                 p[m, f] = x
                 a[m, f] = x * x
 
@@ -26,8 +27,9 @@ def relu_square_backward(floating[:, ::1] ga, const floating[:, ::1] p, floating
     """gh = ga * 2 p  (d relu(h)^2 / dh = 2 relu(h));  a = p^2 for the value-weight GEMM."""
     check_kernel_args("relu_square_backward", "ga:M,F p:M,F a:M,F", ga, p, a)
     cdef Py_ssize_t M = p.shape[0], F = p.shape[1], m, f
+    cdef floating two = 2        # typed: a bare 2 becomes the double 2.0 (float32 -> double maths)
     with nogil:
         for m in prange(M, schedule="static"):
             for f in range(F):
-                ga[m, f] = 2 * ga[m, f] * p[m, f]
+                ga[m, f] = two * ga[m, f] * p[m, f]
                 a[m, f] = p[m, f] * p[m, f]

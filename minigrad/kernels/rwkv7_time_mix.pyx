@@ -81,13 +81,14 @@ def activation_backward(floating[:, ::1] g, const floating[:, ::1] h, bint is_ta
     """tanh: g *= 1 - h^2;  sigmoid: g *= h (1 - h)."""
     check_kernel_args("activation_backward", "g:M,D h:M,D", g, h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
+    cdef floating one = 1        # typed: a bare 1 becomes the double 1.0 (float32 -> double maths)
     with nogil:
         for m in prange(M, schedule="static"):
             for d in range(D):
                 if is_tanh:
-                    g[m, d] = g[m, d] * (1 - h[m, d] * h[m, d])
+                    g[m, d] = g[m, d] * (one - h[m, d] * h[m, d])
                 else:
-                    g[m, d] = g[m, d] * h[m, d] * (1 - h[m, d])
+                    g[m, d] = g[m, d] * h[m, d] * (one - h[m, d])
 
 
 # k, v: (M, C) raw key/value; zw, za: (M, C) LoRA outputs (updated in place, see below);
@@ -113,6 +114,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
     cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H, m, h, n, c
     cdef bint vres_on = zv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
+    cdef floating one = 1        # typed: a bare 1 becomes the double 1.0 (float32 -> double maths)
     cdef double ss, kc
     cdef floating inv, z
     cdef const floating* kr
@@ -139,7 +141,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
             for c in range(C):
                 zar[c] = _sigmoid(a0[c] + zar[c])
             for c in range(C):
-                kmr[c] = kr[c] * (1 + (zar[c] - 1) * k_a[c])
+                kmr[c] = kr[c] * (one + (zar[c] - one) * k_a[c])
             if vres_on:
                 zvr, vfr, vsr = &zv[m, 0], &vfirst[m, 0], &vres[m, 0]
                 for c in range(C):
