@@ -27,7 +27,7 @@ def relu_square_backward(floating[:, ::1] ga, const floating[:, ::1] p, floating
     """gh = ga * 2 p  (d relu(h)^2 / dh = 2 relu(h));  a = p^2 for the value-weight GEMM."""
     check_kernel_args("relu_square_backward", "ga:M,F p:M,F a:M,F", ga, p, a)
     cdef Py_ssize_t M = p.shape[0], F = p.shape[1], m, f
-    cdef floating two = 2        # typed: a bare 2 becomes the double 2.0 (float32 -> double maths)
+    cdef floating two = 2        # typed: a bare 2 would be the double 2.0
     with nogil:
         for m in prange(M, schedule="static"):
             for f in range(F):
