@@ -141,3 +141,14 @@ def test_rope_far_positions_are_fast_and_match_the_table_path(monkeypatch):
     table = F.rope(x, offset)
     (table * table).sum().backward()
     assert np.array_equal(far.data, table.data) and np.array_equal(g_far, x.grad.data)
+
+
+@pytest.mark.parametrize("temperature", [float("nan"), float("inf"), -1.0])
+def test_rwkv7_generate_rejects_a_non_finite_temperature(temperature):
+    # found fuzzing generate(): temperature=nan passed the `< 0` check and sampled noise
+    from minigrad.models.rwkv7 import RWKV7
+    from minigrad.models.rwkv7_init import RWKV7Config
+
+    model = RWKV7(RWKV7Config(vocab_size=16, d_model=16, n_layer=1, head_size=8), seed=0)
+    with pytest.raises(ValueError, match="temperature must be finite and >= 0"):
+        model.generate(np.zeros((1, 2), np.int64), 2, temperature=temperature)

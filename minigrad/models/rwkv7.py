@@ -231,8 +231,8 @@ class RWKV7(Module):
         """
         if max_new_tokens < 0:
             raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"generate: temperature must be >= 0, got {temperature}")
+        if not np.isfinite(temperature) or temperature < 0:   # nan passed `< 0` and sampled noise
+            raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"generate: top_k must be >= 1 or None, got {top_k}")
         if top_p is not None and not 0.0 < top_p <= 1.0:
