@@ -187,7 +187,18 @@ BAD_ARGS = [
     ("item of a vector", lambda x: x.item()),
     ("pad with a negative width", lambda x: mg.pad(x, (-5, 0))),
     ("clamp with a tensor of another dtype", lambda x: mg.clamp(x, mg.zeros(2, 3, dtype=mg.float64))),
+    ("SGD with a wrong-shape grad", lambda x: _step_with(mg.optim.SGD, x, mg.ones(3))),
+    ("AdamW with a float64 grad", lambda x: _step_with(mg.optim.AdamW, x, mg.ones(2, 3, dtype=mg.float64))),
+    ("AdamW with an int grad", lambda x: _step_with(mg.optim.AdamW, x, mg.tensor(np.ones((2, 3), np.int64)))),
+    ("AdamW with a NaN learning rate", lambda x: mg.optim.AdamW([x], lr=float("nan"))),
+    ("SGD with a negative learning rate", lambda x: mg.optim.SGD([x], lr=-1.0)),
 ]
+
+
+def _step_with(opt_cls, param, grad):
+    opt = opt_cls([param], lr=0.1)
+    param.grad = grad
+    opt.step()
 
 
 @pytest.mark.parametrize("what, fn", BAD_ARGS, ids=[w for w, _ in BAD_ARGS])
