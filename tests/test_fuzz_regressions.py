@@ -152,3 +152,18 @@ def test_rwkv7_generate_rejects_a_non_finite_temperature(temperature):
     model = RWKV7(RWKV7Config(vocab_size=16, d_model=16, n_layer=1, head_size=8), seed=0)
     with pytest.raises(ValueError, match="temperature must be finite and >= 0"):
         model.generate(np.zeros((1, 2), np.int64), 2, temperature=temperature)
+
+
+@pytest.mark.parametrize("kind", ["byte", "char"])
+def test_tokenizers_decode_nothing_and_reject_non_str_text(kind):
+    # found fuzzing the tokenizers: decode([]) raised TypeError (an empty list is float64), and
+    # ByteTokenizer.encode(None / 5 / b"..") raised AttributeError
+    from minigrad.data.tokenizer import ByteTokenizer, CharTokenizer
+
+    tok = ByteTokenizer() if kind == "byte" else CharTokenizer.from_text("hello world")
+    assert tok.decode([]) == "" and tok.decode(np.zeros(0, np.int64)) == ""
+    for bad in (None, 5, b"hello"):
+        with pytest.raises(TypeError, match="encode: text must be a str"):
+            tok.encode(bad)
+    with pytest.raises(ValueError, match="outside"):
+        tok.decode([-1])

@@ -10,9 +10,17 @@ import numpy as np
 
 def _as_id_list(ids):
     ids = np.asarray(getattr(ids, "data", ids))
+    if ids.size == 0:                  # [] comes in as float64: decoding nothing gives ""
+        return np.zeros(0, np.int64)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"decode: token ids must be integers, got dtype {ids.dtype}")
     return ids.reshape(-1)
+
+
+def _check_text(text, who):
+    if not isinstance(text, str):
+        raise TypeError(f"{who}.encode: text must be a str, got {type(text).__name__}")
+    return text
 
 
 def _check_range(ids, vocab_size, who):
@@ -27,7 +35,8 @@ class ByteTokenizer:
     vocab_size = 256
 
     def encode(self, text):
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+        raw = _check_text(text, "ByteTokenizer").encode("utf-8")
+        return np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids):
         ids = _as_id_list(ids)
@@ -61,6 +70,7 @@ class CharTokenizer:
         return cls(sorted(set(text)))
 
     def encode(self, text):
+        _check_text(text, "CharTokenizer")
         try:
             return np.fromiter((self._index[c] for c in text), dtype=np.int64, count=len(text))
         except KeyError as e:
@@ -120,7 +130,7 @@ class BPETokenizer:
         return cls(_require_tokenizers().Tokenizer.from_str(s))
 
     def encode(self, text):
-        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+        return np.asarray(self._tok.encode(_check_text(text, "BPETokenizer")).ids, dtype=np.int64)
 
     def decode(self, ids):
         ids = _as_id_list(ids)
