@@ -1,6 +1,6 @@
 """Train a small RWKV-7 on Shakespeare, then use it as an RNN: feed text in pieces, carrying the state.
 
-    python examples/train_rwkv7.py            # a few minutes on 2 cores
+    python examples/train_rwkv7.py            # 400 steps: a few minutes on 2 idle cores
     python examples/generate.py runs/example-rwkv7
 
 Training goes through `minigrad.train.train`, the loop behind `python -m minigrad train`
