@@ -130,3 +130,24 @@ def test_stale_temp_files_of_a_killed_save_are_removed(saved, tmp_path):
     io.save_checkpoint(run, 2, trainer.model, trainer.opt)
     assert not [f for f in os.listdir(run) if f.startswith(".tmp")]
     assert io.load_checkpoint(run).step == 2
+
+
+def test_truncated_gguf_gives_a_clear_value_error(tmp_path):
+    # regression: truncations raised IndexError / numpy dtype errors from inside the gguf package
+    pytest.importorskip("gguf")
+    pytest.importorskip("tokenizers")
+    import test_checkpoints_real as real
+
+    GPT, _ = real._gpt()
+    tokens, merges, _ = real._tiny_tokenizer()
+    path = tmp_path / "tiny.gguf"
+    real._write_gguf(path, real._small_gpt(True, seed=3, vocab=len(tokens)), tokens, merges)
+    buf = path.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    for k in np.random.default_rng(0).integers(0, len(buf), 12):
+        cut.write_bytes(buf[:k])
+        with pytest.raises(ValueError):
+            GPT.from_gguf(str(cut))
+    cut.write_bytes(buf[:233])
+    with pytest.raises(ValueError, match="not a readable GGUF file"):
+        GPT.from_gguf(str(cut))

@@ -14,6 +14,8 @@ package from `tokenizer.ggml.tokens` / `merges` / `token_type`, the pre-tokenize
 `tokenizer.ggml.pre`, and attached to the model as `model.tokenizer` (a `minigrad.data.BPETokenizer`
 with `bos_token_id` / `eos_token_id`).
 """
+import os
+import struct
 import warnings
 
 import numpy as np
@@ -128,7 +130,13 @@ def gguf_name_to_gpt(name):
 def read_gguf(path):
     """(GPTConfig kwargs, state dict with GPT names as float32 arrays, reader) of a Llama GGUF."""
     gguf = _require_gguf()
-    reader = gguf.GGUFReader(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"GPT.from_gguf: no such file {path!r}")
+    try:
+        reader = gguf.GGUFReader(path)
+    except (ValueError, IndexError, KeyError, OverflowError, struct.error) as e:   # gguf's own parse errors
+        raise ValueError(f"GPT.from_gguf: {path} is not a readable GGUF file (truncated or corrupted?): "
+                         f"{type(e).__name__}: {e}") from None
     names = {t.name for t in reader.tensors}
     kwargs = config_from_gguf(reader, names, path)
     state, unknown = {}, []
