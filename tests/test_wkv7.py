@@ -40,6 +40,8 @@ SHAPES = {
     "T37_not_multiple_of_chunk": (1, 37, 1, 3),
     "batch_heads": (3, 5, 2, 4),
     "exactly_one_chunk": (1, 16, 2, 2),
+    # N = 19: the backward's blocked lane sums (16 rows fp32, 8 rows fp64) plus a row tail
+    "lane_blocks_and_tail": (1, 3, 1, 19),
 }
 
 
@@ -128,6 +130,18 @@ def test_fp32_matches_fp64():
         y, sT = F.wkv7(*ts)
         mg.autograd.backward([y, sT], [np.ones(y.shape, dt), np.ones(sT.shape, dt)])
         res[dt] = [y.numpy(), sT.numpy()] + [t.grad.numpy() for t in ts]
+    for a32, a64 in zip(res[np.float32], res[np.float64]):
+        assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
+
+
+def test_fp32_matches_fp64_with_full_lane_blocks():
+    arrs = make_inputs(2, 20, 1, 37, seed=7)    # N = 37: two fp32 / four fp64 blocks + tail
+    res = {}
+    for dt in (np.float32, np.float64):
+        ts = [mg.tensor(x, dtype=dt, requires_grad=True) for x in arrs]
+        y, sT = F.wkv7(*ts)
+        mg.autograd.backward([y, sT], [np.ones(y.shape, dt), np.ones(sT.shape, dt)])
+        res[dt] = [t.grad.numpy() for t in ts]
     for a32, a64 in zip(res[np.float32], res[np.float64]):
         assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
 

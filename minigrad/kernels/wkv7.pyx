@@ -5,8 +5,9 @@ Per head, with the state S (N x N, S[i, j]: i = value index, j = key index):
 Inputs are (B, T, H, N) C-contiguous, so the step-t vectors of head h are contiguous rows.
 
 Memory: the forward stores the state at the start of every chunk of CHUNK steps (`ckpt`,
-(B, H, ceil(T/CHUNK), N, N)); the backward recomputes the CHUNK+1 states of one chunk into
-per-thread scratch and walks it in reverse. Saved memory grows as T/CHUNK, not T.
+(B, H, ceil(T/CHUNK), N, N), transposed as the forward holds it) and the vectors S_{t-1} a_t;
+the backward recomputes the CHUNK+1 states of one chunk into per-thread scratch, in the
+natural layout S[i, j], and walks it in reverse. Saved memory grows as T/CHUNK, not T.
 Derivation of the backward: docs/rwkv7_kernels.md.
 """
 from cython cimport floating
@@ -25,7 +26,58 @@ cdef extern from *:
        The state is held TRANSPOSED, ST[j*N + i] = S[i][j] (row = key index j), so the forward
        is pure vector updates over i with no horizontal sums. Each step is instantiated for
        head size 64 (constant trip counts: unrolled, vectors kept in registers) and any N. */
-    #define MG_WKV_STEPS(T, SUF)                                                            \
+    /* Row sums of VL rows x VL lanes of partials (VL = 64 bytes / sizeof(T)): out[i] =
+       sum_l p[i*VL + l] for i < VL, by a tree of shuffle-and-add folds that sums all VL rows
+       at once (log2 VL levels, 2 shuffles + 1 add per pair) instead of VL horizontal sums.
+       The tree leaves row bitrev(l) in lane l. Plain loops where the builtin is missing. */
+    #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+    typedef float mg_v16f __attribute__((vector_size(64)));
+    typedef double mg_v8d __attribute__((vector_size(64)));
+    #define MG_FOLD(x, y, ...) (__builtin_shufflevector(x, y, __VA_ARGS__))
+    static inline void mg_lane_sums_f(const float *p, float *out) {
+        static const int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+        mg_v16f v[16];
+        for (int i = 0; i < 16; i++) __builtin_memcpy(&v[i], p + 16 * i, 64);
+        for (int k = 0; k < 8; k++)
+            v[k] = MG_FOLD(v[2*k], v[2*k+1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+                 + MG_FOLD(v[2*k], v[2*k+1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        for (int k = 0; k < 4; k++)
+            v[k] = MG_FOLD(v[2*k], v[2*k+1], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)
+                 + MG_FOLD(v[2*k], v[2*k+1], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+        for (int k = 0; k < 2; k++)
+            v[k] = MG_FOLD(v[2*k], v[2*k+1], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
+                 + MG_FOLD(v[2*k], v[2*k+1], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+        v[0] = MG_FOLD(v[0], v[1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
+             + MG_FOLD(v[0], v[1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+        for (int l = 0; l < 16; l++) out[rev[l]] = v[0][l];
+    }
+    static inline void mg_lane_sums_d(const double *p, double *out) {
+        static const int rev[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+        mg_v8d v[8];
+        for (int i = 0; i < 8; i++) __builtin_memcpy(&v[i], p + 8 * i, 64);
+        for (int k = 0; k < 4; k++)
+            v[k] = MG_FOLD(v[2*k], v[2*k+1], 0, 1, 2, 3, 8, 9, 10, 11)
+                 + MG_FOLD(v[2*k], v[2*k+1], 4, 5, 6, 7, 12, 13, 14, 15);
+        for (int k = 0; k < 2; k++)
+            v[k] = MG_FOLD(v[2*k], v[2*k+1], 0, 1, 8, 9, 4, 5, 12, 13)
+                 + MG_FOLD(v[2*k], v[2*k+1], 2, 3, 10, 11, 6, 7, 14, 15);
+        v[0] = MG_FOLD(v[0], v[1], 0, 8, 2, 10, 4, 12, 6, 14)
+             + MG_FOLD(v[0], v[1], 1, 9, 3, 11, 5, 13, 7, 15);
+        for (int l = 0; l < 8; l++) out[rev[l]] = v[0][l];
+    }
+    #else
+    #define MG_LANE_SUMS_PLAIN(T, SUF, VL)                                                  \
+    static inline void mg_lane_sums_##SUF(const T *p, T *out) {                            \
+        for (int i = 0; i < VL; i++) {                                                     \
+            T s = 0;                                                                       \
+            for (int l = 0; l < VL; l++) s += p[VL * i + l];                               \
+            out[i] = s;                                                                    \
+        }                                                                                  \
+    }
+    MG_LANE_SUMS_PLAIN(float, f, 16)
+    MG_LANE_SUMS_PLAIN(double, d, 8)
+    #endif
+    #define MG_WKV_STEPS(T, SUF, BASE)                                                          \
     static inline __attribute__((always_inline)) void mg_wkv_fwd_##SUF(const T *Sin,      \
             T *ST, const T *r, const T *w, const T *k, const T *v_, const T *a,            \
             const T *b, T *y, T *sa_out, const Py_ssize_t N, const int want_y) {           \
@@ -53,61 +105,109 @@ cdef extern from *:
             if (sa_out) sa_out[i] = sa[i];                                                 \
         }                                                                                  \
     }                                                                                      \
-    /* Backward over the rows j of one state, fusing two half-steps that read the same      \
-       state S = S_{t-1}^T (D = transposed adjoint, updated in place):                     \
-       DO2, the end of step t:    dw_t[j] = D[j].S[j],  da_t[j] = S[j].q2,                \
-                                  D[j] = D[j] w_t[j] + a_t[j] q2      (now dL/dS_{t-1})     \
-       DO1, the start of step t-1 (u = its inputs):                                       \
-                                  D[j] += r_u[j] gy_u;  dv_u += D[j] k_u[j];               \
-                                  q1 += D[j] b_u[j];    dk_u[j] = D[j].v_u;               \
-                                  db_u[j] = D[j].sa_u;  dr_u[j] = S[j].gy_u               \
-       (on its own, DO1 starts the last step with S = S_{T-1}^T).  */                     \
-    static inline __attribute__((always_inline)) void mg_wkv_bwd_##SUF(const T *S, T *D,   \
-            const T *q2_, const T *w, const T *a, T *dw, T *da,                            \
-            const T *r, const T *gy_, const T *k, const T *b, const T *v_, const T *sa_,   \
-            T *dr, T *dk, T *db, T *dv_, T *q1_, const Py_ssize_t N,                       \
-            const int DO1, const int DO2) {                                                \
-        T q2[N], gy[N], v[N], sa[N], dv[N], q1[N];                                         \
+    /* The backward works on states in the natural layout S[i*N + j] (row = value index i): \
+       the recompute is then one pass per row with the saved sa (no reductions), and the   \
+       reverse sweep has two row reductions per row instead of five. */                    \
+    static inline __attribute__((always_inline)) void mg_wkv_rec_##SUF(const T *Sin,       \
+            T *S, const T *w, const T *k, const T *v, const T *b, const T *sa,             \
+            const Py_ssize_t N) {                                                          \
+        /* S = Sin diag(w) + v k^T + sa b^T (Sin != S), the forward's update, same rounding */\
         for (Py_ssize_t i = 0; i < N; i++) {                                               \
-            if (DO2) q2[i] = q2_[i];                                                       \
-            if (DO1) { gy[i] = gy_[i]; v[i] = v_[i]; sa[i] = sa_[i]; dv[i] = 0; q1[i] = 0; }\
+            const T *row = Sin + i * N, vi = v[i], si = sa[i];                             \
+            T *out = S + i * N;                                                            \
+            _Pragma("omp simd")                                                             \
+            for (Py_ssize_t j = 0; j < N; j++) out[j] = row[j] * w[j] + vi * k[j] + si * b[j];\
         }                                                                                  \
-        for (Py_ssize_t j = 0; j < N; j++) {                                               \
-            T *Dj = D + j * N, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0;                     \
-            const T *Sj = S + j * N;                                                       \
-            const T wj = DO2 ? w[j] : 0, aj = DO2 ? a[j] : 0;                              \
-            const T rj = DO1 ? r[j] : 0, kj = DO1 ? k[j] : 0, bj = DO1 ? b[j] : 0;         \
-            _Pragma("omp simd reduction(+:s1, s2, s3, s4, s5)")                             \
-            for (Py_ssize_t i = 0; i < N; i++) {                                           \
-                T d = Dj[i], sij = Sj[i];                                                  \
+    }                                                                                      \
+    /* Columns j0 .. j0+NL-1 of one backward sweep over all rows i of S = S_{t-1} and of   \
+       the adjoint D (updated in place), fusing two half-steps that read the same state:   \
+       DO2, the end of step t:    dw_t[j] = sum_i D[i,j] S[i,j],  da_t[j] = sum_i S[i,j] q2[i],\
+                                  D[i,j] = D[i,j] w_t[j] + q2[i] a_t[j]  (now dL/dS_{t-1}) \
+       DO1, the start of step t-1 (u = its inputs):                                       \
+                                  D[i,j] += gy_u[i] r_u[j];  dk_u[j] = sum_i D[i,j] v_u[i];\
+                                  db_u[j] = sum_i D[i,j] sa_u[i];  dr_u[j] = sum_i S[i,j] gy_u[i];\
+                                  dv_u[i], q1[i] = sum_j D[i,j] (k_u[j], b_u[j])  (lane   \
+                                  partials pv, pq of VL columns, summed by the caller)    \
+       The column sums stay in registers over the whole i loop; only pv/pq go to memory. */\
+    static inline __attribute__((always_inline)) void mg_wkv_bwd_cols_##SUF(const T *S,   \
+            T *D, const T *q2, const T *w, const T *a, T *dw, T *da, const T *r,           \
+            const T *gy, const T *k, const T *b, const T *v, const T *sa, T *dr, T *dk,    \
+            T *db, T *pv, T *pq, const Py_ssize_t N, const Py_ssize_t j0,                  \
+            const Py_ssize_t NL, const Py_ssize_t VL, const int DO1, const int DO2) {      \
+        T aw[64 / sizeof(T)], aa[64 / sizeof(T)], ar[64 / sizeof(T)];  /* NL <= VL */      \
+        T ak[64 / sizeof(T)], ab[64 / sizeof(T)];                                          \
+        for (Py_ssize_t l = 0; l < NL; l++) { aw[l] = 0; aa[l] = 0; ar[l] = 0; ak[l] = 0; ab[l] = 0; }\
+        for (Py_ssize_t i = 0; i < N; i++) {                                               \
+            T *Di = D + i * N + j0, *pvi = pv + i * VL, *pqi = pq + i * VL;                \
+            const T *Si = S + i * N + j0;                                                  \
+            const T q2i = DO2 ? q2[i] : 0, gyi = DO1 ? gy[i] : 0;                          \
+            const T vi = DO1 ? v[i] : 0, sai = DO1 ? sa[i] : 0;                            \
+            _Pragma("omp simd")                                                             \
+            for (Py_ssize_t l = 0; l < NL; l++) {                                          \
+                T d = Di[l], s = Si[l];                                                    \
                 if (DO2) {                                                                 \
-                    s1 += d * sij;                                                         \
-                    s2 += sij * q2[i];                                                     \
-                    d = d * wj + aj * q2[i];                                               \
+                    aw[l] += d * s;                                                        \
+                    aa[l] += s * q2i;                                                      \
+                    d = d * w[j0 + l] + a[j0 + l] * q2i;                                   \
                 }                                                                          \
                 if (DO1) {                                                                 \
-                    d += rj * gy[i];                                                       \
-                    dv[i] += d * kj;                                                       \
-                    q1[i] += d * bj;                                                       \
-                    s3 += d * v[i];                                                        \
-                    s4 += d * sa[i];                                                       \
-                    s5 += sij * gy[i];                                                     \
+                    d += r[j0 + l] * gyi;                                                  \
+                    pvi[l] += d * k[j0 + l];                                               \
+                    pqi[l] += d * b[j0 + l];                                               \
+                    ak[l] += d * vi;                                                       \
+                    ab[l] += d * sai;                                                      \
+                    ar[l] += s * gyi;                                                      \
                 }                                                                          \
-                Dj[i] = d;                                                                 \
+                Di[l] = d;                                                                 \
             }                                                                              \
-            if (DO2) { dw[j] = s1; da[j] = s2; }                                           \
-            if (DO1) { dk[j] = s3; db[j] = s4; dr[j] = s5; }                               \
         }                                                                                  \
-        if (DO1) for (Py_ssize_t i = 0; i < N; i++) { dv_[i] = dv[i]; q1_[i] = q1[i]; }    \
+        for (Py_ssize_t l = 0; l < NL; l++) {                                              \
+            if (DO2) { dw[j0 + l] = aw[l]; da[j0 + l] = aa[l]; }                           \
+            if (DO1) { dk[j0 + l] = ak[l]; db[j0 + l] = ab[l]; dr[j0 + l] = ar[l]; }       \
+        }                                                                                  \
+    }                                                                                      \
+    static inline __attribute__((always_inline)) void mg_wkv_bwd_##SUF(const T *S, T *D,   \
+            const T *q2, const T *w, const T *a, T *dw, T *da,                             \
+            const T *r, const T *gy, const T *k, const T *b, const T *v, const T *sa,      \
+            T *dr, T *dk, T *db, T *dv, T *q1, const Py_ssize_t N,                         \
+            const int DO1, const int DO2) {                                                \
+        enum { VL = 64 / sizeof(T) };       /* columns per block: two 256-bit vectors */   \
+        T pv[N * VL], pq[N * VL];                                                          \
+        if (DO1) for (Py_ssize_t m = 0; m < N * VL; m++) { pv[m] = 0; pq[m] = 0; }         \
+        Py_ssize_t j0 = 0;                                                                 \
+        for (; j0 + VL <= N; j0 += VL)                                                     \
+            mg_wkv_bwd_cols_##SUF(S, D, q2, w, a, dw, da, r, gy, k, b, v, sa, dr, dk, db,  \
+                                  pv, pq, N, j0, VL, VL, DO1, DO2);                        \
+        if (j0 < N)                                                                        \
+            mg_wkv_bwd_cols_##SUF(S, D, q2, w, a, dw, da, r, gy, k, b, v, sa, dr, dk, db,  \
+                                  pv, pq, N, j0, N - j0, VL, DO1, DO2);                    \
+        if (DO1) {                                                                         \
+            Py_ssize_t i = 0;                                                              \
+            for (; i + VL <= N; i += VL) {                                                 \
+                mg_lane_sums_##BASE(pv + i * VL, dv + i);                                  \
+                mg_lane_sums_##BASE(pq + i * VL, q1 + i);                                  \
+            }                                                                              \
+            for (; i < N; i++) {                                                           \
+                T s1 = 0, s2 = 0;                                                          \
+                for (Py_ssize_t l = 0; l < VL; l++) { s1 += pv[i * VL + l]; s2 += pq[i * VL + l]; }\
+                dv[i] = s1;                                                                \
+                q1[i] = s2;                                                                \
+            }                                                                              \
+        }                                                                                  \
     }
     #define MG_WKV_DISPATCH(T, SUF)                                                         \
-    MG_WKV_STEPS(T, SUF##_n)                                                               \
+    MG_WKV_STEPS(T, SUF##_n, SUF)                                                               \
     static void mg_wkv_fwd_##SUF(const T *Sin, T *S, const T *r, const T *w, const T *k,   \
             const T *v, const T *a, const T *b, T *y, T *sa_out, Py_ssize_t N) {           \
         if (N == 64 && y) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, 64, 1);\
         else if (N == 64) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, 64, 0);\
         else if (y) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, N, 1);       \
         else mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, N, 0);              \
+    }                                                                                      \
+    static void mg_wkv_rec_##SUF(const T *Sin, T *S, const T *w, const T *k, const T *v,   \
+            const T *b, const T *sa, Py_ssize_t N) {                                       \
+        if (N == 64) mg_wkv_rec_##SUF##_n(Sin, S, w, k, v, b, sa, 64);                     \
+        else mg_wkv_rec_##SUF##_n(Sin, S, w, k, v, b, sa, N);                              \
     }                                                                                      \
     static void mg_wkv_bwd_##SUF(const T *S, T *D, const T *q2, const T *w, const T *a,    \
             T *dw, T *da, const T *r, const T *gy, const T *k, const T *b, const T *v,     \
@@ -130,6 +230,11 @@ cdef extern from *:
     void mg_wkv_fwd_d(const double *Sin, double *S, const double *r, const double *w,
                       const double *k, const double *v, const double *a, const double *b,
                       double *y, double *sa_out, Py_ssize_t N) noexcept nogil
+    void mg_wkv_rec_f(const float *Sin, float *S, const float *w, const float *k,
+                      const float *v, const float *b, const float *sa, Py_ssize_t N) noexcept nogil
+    void mg_wkv_rec_d(const double *Sin, double *S, const double *w, const double *k,
+                      const double *v, const double *b, const double *sa,
+                      Py_ssize_t N) noexcept nogil
     void mg_wkv_bwd_f(const float *S, float *D, const float *q2, const float *w,
                       const float *a, float *dw, float *da, const float *r, const float *gy,
                       const float *k, const float *b, const float *v, const float *sa,
@@ -173,6 +278,17 @@ cdef inline void _step_forward(const floating* Sin, floating* S, const floating*
         mg_wkv_fwd_d(Sin, S, r, w, k, v, a, b, y, sa_out, N)
 
 
+cdef inline void _step_recompute(const floating* Sin, floating* S, const floating* w,
+                                 const floating* k, const floating* v, const floating* b,
+                                 const floating* sa, Py_ssize_t N) noexcept nogil:
+    """One step on natural-layout states with the saved sa = Sin a:
+    S = Sin diag(w) + v k^T + sa b^T (Sin != S)."""
+    if floating is float:
+        mg_wkv_rec_f(Sin, S, w, k, v, b, sa, N)
+    else:
+        mg_wkv_rec_d(Sin, S, w, k, v, b, sa, N)
+
+
 cdef inline void _backward_rows(const floating* S, floating* D, const floating* q2,
                                 const floating* w, const floating* a, floating* dw,
                                 floating* da, const floating* r, const floating* gy,
@@ -180,7 +296,7 @@ cdef inline void _backward_rows(const floating* S, floating* D, const floating* 
                                 const floating* sa, floating* dr, floating* dk, floating* db,
                                 floating* dv, floating* q1, Py_ssize_t N, int do1,
                                 int do2) noexcept nogil:
-    """One sweep over the rows of S = S_{t-1}^T and the transposed adjoint D (see the C macro):
+    """One sweep over the rows of S = S_{t-1} and the adjoint D (natural layout; see the C macro):
     do2 finishes step t (dw_t, da_t; D <- D diag(w_t) + q_t a_t^T = dL/dS_{t-1}), do1 starts
     step t-1 (D += gy r^T; dr, dk, db and, summed over rows, dv and q = D b)."""
     if floating is float:
@@ -248,8 +364,8 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
                   floating[:, :, :, ::1] ds0, Py_ssize_t chunk):
     """Reverse-mode through the whole sequence, chunk by chunk (last chunk first).
 
-    Each chunk restarts from its checkpoint and recomputes its states S_{t0-1} .. S_{t0+L-1}
-    into thread-private scratch. The reverse sweep then visits each state once: the sweep over
+    Each chunk restarts from its checkpoint (transposed back to the natural layout) and
+    recomputes its states S_{t0-1} .. S_{t0+L-1} into thread-private scratch with the saved sa. The reverse sweep then visits each state once: the sweep over
     S_{t-1} finishes step t and starts step t-1 (`_backward_rows`), so every state row is
     loaded once per step. The running adjoint lives in ds0 and ends as dL/dS_0.
     """
@@ -272,17 +388,16 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
             bi = bh // H
             h = bh - bi * H
             D = &ds0[bi, h, 0, 0]
-            _transpose_into(D, &gsT[bi, h, 0, 0], N)
+            memcpy(D, &gsT[bi, h, 0, 0], NN * sizeof(floating))
             for c in range(nchunk - 1, -1, -1):
                 t0 = c * chunk
                 L = min(chunk, T - t0)
-                memcpy(states, &ckpt[(bh * nchunk + c) * NN], NN * sizeof(floating))
+                _transpose_into(states, &ckpt[(bh * nchunk + c) * NN], N)
                 for s in range(L):
                     t = t0 + s
-                    _step_forward(states + s * NN, states + (s + 1) * NN, &r[bi, t, h, 0],
-                                  &w[bi, t, h, 0], &k[bi, t, h, 0], &v[bi, t, h, 0],
-                                  &a[bi, t, h, 0], &b[bi, t, h, 0], <floating*>NULL,
-                                  <floating*>NULL, N)
+                    _step_recompute(states + s * NN, states + (s + 1) * NN, &w[bi, t, h, 0],
+                                    &k[bi, t, h, 0], &v[bi, t, h, 0], &b[bi, t, h, 0],
+                                    &sa[bi, t, h, 0], N)
                 if c == nchunk - 1:     # start the last step on S_{T-1}
                     t = T - 1
                     _backward_rows(states + L * NN, D, q, &w[bi, t, h, 0], &a[bi, t, h, 0],
@@ -300,4 +415,3 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
                                    &b[bi, u, h, 0], &v[bi, u, h, 0], &sa[bi, u, h, 0],
                                    &dr[bi, u, h, 0], &dk[bi, u, h, 0], &db[bi, u, h, 0],
                                    &dv[bi, u, h, 0], q + (u % 2) * N, N, t > 0, 1)
-            _transpose_inplace(D, N)
