@@ -180,8 +180,12 @@ def tokenizer_from_gguf(reader):
             warnings.warn(f"GGUF tokenizer model {kind!r} is not byte-level BPE; no tokenizer attached",
                           stacklevel=2)
         return None
-    import tokenizers as tk
-
+    try:
+        import tokenizers as tk
+    except ImportError:
+        warnings.warn("the GGUF's tokenizer needs the `tokenizers` package (pip install tokenizers); "
+                      "model.tokenizer is None", stacklevel=3)
+        return None
     from minigrad.data import BPETokenizer
 
     tokens = field_value(reader, "tokenizer.ggml.tokens")
