@@ -6,6 +6,10 @@ from cython cimport floating
 from cython.parallel cimport prange
 from minigrad.kernels.validate import check_kernel_args
 
+# Below this many rows a parallel region costs more than it saves (one token at a time: every
+# region waits for the other thread to be scheduled); run serially then.
+cdef Py_ssize_t PARALLEL_MIN_ROWS = 64
+
 
 # h: (M, F) -> p: (M, F) = relu(h), a: (M, F) = relu(h)^2
 def relu_square_forward(const floating[:, ::1] h, floating[:, ::1] p, floating[:, ::1] a):
@@ -15,7 +19,7 @@ def relu_square_forward(const floating[:, ::1] h, floating[:, ::1] p, floating[:
     cdef floating x
     cdef floating zero = 0
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             for f in range(F):
                 x = h[m, f] if h[m, f] > zero else zero
                 p[m, f] = x
@@ -29,7 +33,7 @@ def relu_square_backward(floating[:, ::1] ga, const floating[:, ::1] p, floating
     cdef Py_ssize_t M = p.shape[0], F = p.shape[1], m, f
     cdef floating two = 2        # typed: a bare 2 would be the double 2.0
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             for f in range(F):
                 ga[m, f] = two * ga[m, f] * p[m, f]
                 a[m, f] = p[m, f] * p[m, f]

@@ -10,6 +10,10 @@ from libc.math cimport sqrt
 from minigrad.kernels._openmp cimport omp_get_max_threads
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
+# Below this many rows a parallel region costs more than it saves (one token at a time: every
+# region waits for the other thread to be scheduled); run serially then.
+cdef Py_ssize_t PARALLEL_MIN_ROWS = 64
+
 
 def num_threads():
     """Rows of the per-thread accumulator layer_norm_backward needs."""
@@ -26,7 +30,7 @@ def layer_norm_forward(const floating[:, ::1] x, const floating[::1] weight,
     cdef Py_ssize_t M = x.shape[0], C = x.shape[1], m, c
     cdef double mu, var, d, rs
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             mu = 0.0
             for c in range(C):
                 mu = mu + x[m, c]
@@ -61,7 +65,8 @@ def layer_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
     cdef floating* agw
     cdef floating* agb
     with nogil:
-        for tid in prange(nthreads, schedule="static", num_threads=nthreads):
+        for tid in prange(nthreads, schedule="static", num_threads=nthreads,
+                          use_threads_if=M >= PARALLEL_MIN_ROWS):
             agw = &acc[tid, 0, 0]
             agb = &acc[tid, 1, 0]
             for c in range(2 * C):

@@ -18,6 +18,10 @@ from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 cdef double DECAY_SCALE = exp(-0.5)   # w = exp(-exp(-0.5) * sigmoid(z)), the exact x070 constant
 cdef double KK_EPS = 1e-12            # kk = kk / max(||kk||, 1e-12)
 
+# Below this many rows a parallel region costs more than it saves (one token at a time: every
+# region waits for the other thread to be scheduled); run serially then.
+cdef Py_ssize_t PARALLEL_MIN_ROWS = 64
+
 
 cdef inline floating _exp(floating z) noexcept nogil:
     """float32: the vectorisable mg_expf (< 1 ulp); float64: libm exp."""
@@ -60,7 +64,7 @@ def tanh_forward(floating[:, ::1] h):
     check_kernel_args("tanh_forward", "h:*,*", h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             for d in range(D):
                 h[m, d] = _tanh(h[m, d])
 
@@ -71,7 +75,7 @@ def sigmoid_forward(floating[:, ::1] h):
     check_kernel_args("sigmoid_forward", "h:*,*", h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             for d in range(D):
                 h[m, d] = _sigmoid(h[m, d])
 
@@ -83,7 +87,7 @@ def activation_backward(floating[:, ::1] g, const floating[:, ::1] h, bint is_ta
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     cdef floating one = 1        # typed: a bare 1 becomes the double 1.0 (float32 -> double maths)
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             for d in range(D):
                 if is_tanh:
                     g[m, d] = g[m, d] * (one - h[m, d] * h[m, d])
@@ -130,7 +134,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
     cdef floating* awr
     cdef floating* bwr
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             # one row at a time, in short loops over few arrays so that gcc vectorises them
             kr, vr, zwr, zar, wr = &k[m, 0], &v[m, 0], &zw[m, 0], &za[m, 0], &w[m, 0]
             kkr, kmr, awr, bwr = &kk[m, 0], &kmod[m, 0], &aw[m, 0], &bw[m, 0]
@@ -222,7 +226,8 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef floating* gkr
     cdef floating* gzr
     with nogil:
-        for tid in prange(nthreads, schedule="static", num_threads=nthreads):
+        for tid in prange(nthreads, schedule="static", num_threads=nthreads,
+                          use_threads_if=M >= PARALLEL_MIN_ROWS):
             aw0 = &acc[tid, 0, 0]
             aa0 = &acc[tid, 1, 0]
             av0 = &acc[tid, 2, 0]
@@ -303,7 +308,7 @@ def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
     cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H, m, h, n, c
     cdef double mu, var, d, rs, bo
     with nogil:
-        for m in prange(M, schedule="static"):
+        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
             for h in range(H):
                 mu = 0.0
                 bo = 0.0
@@ -359,7 +364,8 @@ def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y
     cdef floating* alb
     cdef floating* ark
     with nogil:
-        for tid in prange(nthreads, schedule="static", num_threads=nthreads):
+        for tid in prange(nthreads, schedule="static", num_threads=nthreads,
+                          use_threads_if=M >= PARALLEL_MIN_ROWS):
             alw = &acc[tid, 0, 0]
             alb = &acc[tid, 1, 0]
             ark = &acc[tid, 2, 0]

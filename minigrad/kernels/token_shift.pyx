@@ -8,6 +8,10 @@ from cython.parallel cimport prange
 
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
+# Below this many rows a parallel region costs more than it saves (one token at a time: every
+# region waits for the other thread to be scheduled); run serially then.
+cdef Py_ssize_t PARALLEL_MIN_ROWS = 64
+
 
 # x: (B, T, C), shift: (B, C), mu: (K, C) -> xs: (K, B, T, C)
 def token_shift_forward(const floating[:, :, ::1] x, const floating[:, ::1] shift,
@@ -22,7 +26,7 @@ def token_shift_forward(const floating[:, :, ::1] x, const floating[:, ::1] shif
     cdef const floating* mr
     cdef floating* out
     with nogil:
-        for bt in prange(B * T, schedule="static"):
+        for bt in prange(B * T, schedule="static", use_threads_if=B * T >= PARALLEL_MIN_ROWS):
             b = bt // T
             t = bt - b * T
             xr = &x[b, t, 0]
@@ -60,7 +64,7 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
     cdef floating* acc
     cdef floating gm
     with nogil:
-        for b in prange(B, schedule="static"):
+        for b in prange(B, schedule="static", use_threads_if=B > 1 and B * T >= PARALLEL_MIN_ROWS):
             for m in range(K):
                 for c in range(C):
                     gmu_part[b, m, c] = 0

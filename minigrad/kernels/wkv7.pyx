@@ -246,6 +246,10 @@ cdef extern from *:
                       const double *sa, double *dr, double *dk, double *db, double *dv,
                       double *q1, Py_ssize_t N, int do1, int do2) noexcept nogil
 
+# Below this many (batch, head, step) tasks a parallel region costs more than it saves (one
+# token at a time: every region waits for the other thread to be scheduled); run serially then.
+cdef Py_ssize_t PARALLEL_MIN_STEPS = 64
+
 
 cdef inline void _transpose_into(floating* dst, const floating* src, Py_ssize_t N) noexcept nogil:
     cdef Py_ssize_t i, j
@@ -337,7 +341,7 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
     cdef Py_ssize_t bh, bi, h, t
     cdef floating* S
     with nogil:
-        for bh in prange(B * H, schedule="dynamic"):
+        for bh in prange(B * H, schedule="dynamic", use_threads_if=B * H * T >= PARALLEL_MIN_STEPS):
             bi = bh // H
             h = bh - bi * H
             S = &sT[bi, h, 0, 0]
@@ -382,7 +386,8 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
     cdef floating* q
     cdef floating* D
     with nogil:
-        for bh in prange(B * H, schedule="dynamic", num_threads=nthreads):
+        for bh in prange(B * H, schedule="dynamic", num_threads=nthreads,
+                         use_threads_if=B * H * T >= PARALLEL_MIN_STEPS):
             states = &states_all[omp_get_thread_num(), 0]
             q = &q_all[omp_get_thread_num(), 0]
             bi = bh // H
