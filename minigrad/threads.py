@@ -8,6 +8,7 @@ OpenMP keeps the team size per calling thread, so a Python thread that never cal
 `set_num_threads` would use the OpenMP default. `sync_thread()` (called by `Function.apply` and
 `backward`) applies the library-wide setting to whichever thread runs an op.
 """
+import contextlib
 import os
 import threading
 
@@ -46,6 +47,22 @@ def sync_thread():
     if n is not None and getattr(_local, "n", None) != n:
         _threads.set_threads(n)
         _local.n = n
+
+
+@contextlib.contextmanager
+def serial_blas():
+    """Run BLAS on one thread inside the block (when threadpoolctl is installed).
+
+    For decoding one token at a time: the (B, C) x (C, C) products are too small to split, and a
+    multi-threaded BLAS spends more time waking threads than multiplying.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def get_num_threads():

@@ -20,6 +20,7 @@ from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expe
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.tensor import Tensor
+from minigrad.threads import serial_blas
 
 __all__ = ["RWKV7Config", "RWKV7"]
 
@@ -242,13 +243,18 @@ class RWKV7(Module):
         out = [tokens]
         with no_grad():
             logits, state = self._run(tokens, None)
-            for i in range(max_new_tokens):
-                nxt = sample_next(logits.data[:, -1].astype(np.float64), temperature, top_k, top_p, rng)
-                out.append(nxt[:, None])
-                if i + 1 < max_new_tokens:
-                    logits, state = self._run(nxt[:, None], state)
+            with serial_blas():
+                self._decode(logits, state, out, max_new_tokens, temperature, top_k, top_p, rng)
         result = np.concatenate(out, axis=1)
         return Tensor(result) if isinstance(idx, Tensor) else result
+
+    def _decode(self, logits, state, out, max_new_tokens, temperature, top_k, top_p, rng):
+        """Sample max_new_tokens one at a time through the recurrent state, appending to `out`."""
+        for i in range(max_new_tokens):
+            nxt = sample_next(logits.data[:, -1].astype(np.float64), temperature, top_k, top_p, rng)
+            out.append(nxt[:, None])
+            if i + 1 < max_new_tokens:
+                logits, state = self._run(nxt[:, None], state)
 
 
 def sample_next(logits, temperature, top_k, top_p, rng):
