@@ -185,7 +185,8 @@ def torch_llama(torch, sd, cfg, idx):
         o = torch.nn.functional.scaled_dot_product_attention(rot(q), rot(k), v, is_causal=True)
         x = x + o.transpose(1, 2).reshape(B, T, -1) @ sd[p + "self_attn.o_proj.weight"].T
         h = rms(x, sd[p + "post_attention_layernorm.weight"])
-        g = torch.nn.functional.silu(h @ sd[p + "mlp.gate_proj.weight"].T) * (h @ sd[p + "mlp.up_proj.weight"].T)
+        up = h @ sd[p + "mlp.up_proj.weight"].T
+        g = torch.nn.functional.silu(h @ sd[p + "mlp.gate_proj.weight"].T) * up
         x = x + g @ sd[p + "mlp.down_proj.weight"].T
     head = sd["embed_tokens.weight"] if cfg.tie_embeddings else sd["lm_head.weight"]
     return rms(x, sd["norm.weight"]) @ head.T
