@@ -23,11 +23,13 @@ from minigrad.autograd import no_grad
 from minigrad.kernels.validate import check_index
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
+from minigrad.models.sampling import check_sampling, sample
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
 from minigrad.ops.rope import split_qkv_rope
 from minigrad.ops.swiglu import swiglu_packed
 from minigrad.tensor import Tensor
+from minigrad.threads import serial_blas
 
 INIT_STD = 0.02
 
@@ -229,7 +231,7 @@ class GPT(nn.Module):
         if T0 + max_new_tokens > cfg.max_seq_len:
             raise ValueError(f"generate: prompt {T0} + max_new_tokens {max_new_tokens} exceeds "
                              f"max_seq_len {cfg.max_seq_len}")
-        _check_sampling(temperature, top_k, top_p, cfg.vocab_size)
+        check_sampling(temperature, top_k, top_p)
         rng = np.random.default_rng(seed)
         total = T0 + max_new_tokens
         shape = (B, total, cfg.kv_heads, cfg.head_dim)
@@ -242,7 +244,7 @@ class GPT(nn.Module):
         try:
             for m in packs:
                 m.freeze_pack(True)
-            with no_grad():
+            with no_grad(), serial_blas():
                 pos, step = 0, ids
                 for t in range(T0, total):
                     logits = self.forward(step, caches, pos).data[:, -1]
@@ -261,42 +263,8 @@ class GPT(nn.Module):
         if self.config.tie_embeddings and "lm_head.weight" in state:
             head = state.pop("lm_head.weight")
             emb = state.get("embed_tokens.weight")
-            head, emb = (np.asarray(getattr(a, "data", a)) for a in (head, emb))
-            if emb is not None and not np.array_equal(head, emb):
+            if emb is not None and not np.array_equal(np.asarray(getattr(head, "data", head)),
+                                                      np.asarray(getattr(emb, "data", emb))):
                 raise ValueError("GPT.load_state_dict: lm_head.weight differs from embed_tokens.weight "
                                  "but the model ties them; build it with tie_embeddings=False")
         return super().load_state_dict(state, strict)
-
-
-def _check_sampling(temperature, top_k, top_p, vocab):
-    if not np.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
-    if top_k is not None and not 1 <= int(top_k):
-        raise ValueError(f"generate: top_k must be >= 1, got {top_k}")
-    if top_p is not None and not 0 < float(top_p) <= 1:
-        raise ValueError(f"generate: top_p must be in (0, 1], got {top_p}")
-
-
-def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None):
-    """One token id per row of logits (B, V): greedy at temperature 0, else a softmax sample after
-    temperature scaling, top-k and top-p (nucleus) filtering."""
-    logits = np.asarray(logits, np.float64)
-    if temperature == 0:
-        return logits.argmax(-1)
-    rng = rng if rng is not None else np.random.default_rng()
-    z = logits / temperature
-    if top_k is not None and top_k < z.shape[-1]:
-        kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]
-        z = np.where(z < kth, -np.inf, z)
-    p = np.exp(z - z.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    if top_p is not None and top_p < 1:
-        order = np.argsort(-p, axis=-1)
-        sorted_p = np.take_along_axis(p, order, -1)
-        drop = np.cumsum(sorted_p, -1) - sorted_p >= top_p     # keeps the first token always
-        sorted_p[drop] = 0
-        p = np.zeros_like(p)
-        np.put_along_axis(p, order, sorted_p, -1)
-        p /= p.sum(-1, keepdims=True)
-    u = rng.random((p.shape[0], 1))
-    return np.minimum((np.cumsum(p, -1) < u).sum(-1), p.shape[-1] - 1)

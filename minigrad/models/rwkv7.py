@@ -18,6 +18,7 @@ from minigrad.autograd import no_grad
 from minigrad.kernels.validate import check_index
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
+from minigrad.models.sampling import check_sampling, sample
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.tensor import Tensor
 from minigrad.threads import serial_blas
@@ -232,12 +233,7 @@ class RWKV7(Module):
         """
         if max_new_tokens < 0:
             raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
-        if not np.isfinite(temperature) or temperature < 0:   # nan passed `< 0` and sampled noise
-            raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"generate: top_k must be >= 1 or None, got {top_k}")
-        if top_p is not None and not 0.0 < top_p <= 1.0:
-            raise ValueError(f"generate: top_p must be in (0, 1] or None, got {top_p}")
+        check_sampling(temperature, top_k, top_p)
         tokens = self._check_idx(idx)
         rng = np.random.default_rng(seed)
         out = [tokens]
@@ -251,30 +247,7 @@ class RWKV7(Module):
     def _decode(self, logits, state, out, max_new_tokens, temperature, top_k, top_p, rng):
         """Sample max_new_tokens one at a time through the recurrent state, appending to `out`."""
         for i in range(max_new_tokens):
-            nxt = sample_next(logits.data[:, -1].astype(np.float64), temperature, top_k, top_p, rng)
+            nxt = sample(logits.data[:, -1], temperature, top_k, top_p, rng)
             out.append(nxt[:, None])
             if i + 1 < max_new_tokens:
                 logits, state = self._run(nxt[:, None], state)
-
-
-def sample_next(logits, temperature, top_k, top_p, rng):
-    """One token id per row of logits (B, V): temperature, then top-k, then nucleus (top-p) filtering."""
-    if temperature == 0:
-        return logits.argmax(-1)
-    logits = logits / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
-        logits = np.where(logits < kth, -np.inf, logits)
-    probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    if top_p is not None and top_p < 1.0:
-        order = np.argsort(-probs, axis=-1)
-        sorted_p = np.take_along_axis(probs, order, -1)
-        keep_sorted = np.cumsum(sorted_p, -1) - sorted_p < top_p  # always keeps the top token
-        keep = np.zeros_like(keep_sorted)
-        np.put_along_axis(keep, order, keep_sorted, -1)
-        probs = np.where(keep, probs, 0.0)
-        probs /= probs.sum(-1, keepdims=True)
-    cdf = np.cumsum(probs, -1)
-    u = rng.random((probs.shape[0], 1)) * cdf[:, -1:]
-    return np.minimum((cdf < u).sum(-1), probs.shape[-1] - 1).astype(np.int64)
