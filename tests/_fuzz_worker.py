@@ -66,7 +66,8 @@ def array_mutations(arg):
         muts += [
             ("float64", "raise", lambda: x.astype(np.float64)),
             ("int32", "raise", lambda: x.astype(np.int32)),
-            ("neg_index", "raise", lambda: poke(x.size // 2, -1)),
+            # -2, not -1: a kernel's ignore_index may itself be mutated to -1, making -1 valid
+            ("neg_index", "raise", lambda: poke(x.size // 2, -2)),
             ("index_eq_bound", "raise", lambda: poke(0, arg.high)),
             ("index_huge", "raise", lambda: poke(-1, 1 << 40)),
         ]

@@ -135,7 +135,8 @@ def test_sigkill_during_saves_never_breaks_the_latest_checkpoint(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
     last_step, kills, mid_save = 0, 0, 0
     deadline = time.monotonic() + 60
-    while kills < 20 and time.monotonic() < deadline:
+    # Keep killing until enough kills landed inside a save (a fast machine needs more tries).
+    while (kills < 20 or mid_save < 3) and time.monotonic() < deadline:
         proc = subprocess.Popen([sys.executable, os.path.join(HERE, "_ckpt_saver.py"), run,
                                  str(last_step + 1)], env=env, stdout=subprocess.PIPE, text=True)
         proc.stdout.readline()  # at least one save finished: the process is in its save loop
@@ -151,4 +152,4 @@ def test_sigkill_during_saves_never_breaks_the_latest_checkpoint(tmp_path):
         assert len(io.list_checkpoints(run)) <= 3  # keep=2 (+1 if killed between replace and prune)
         last_step = ckpt.step
     print(f"{kills} kills, {mid_save} inside a save")
-    assert kills >= 10 and mid_save >= 1, (kills, mid_save)  # some kills did land inside a save
+    assert kills >= 20 and mid_save >= 1, (kills, mid_save)  # some kills did land inside a save
