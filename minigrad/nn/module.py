@@ -205,14 +205,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Drop (default) or zero every parameter's `.grad`."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.data[...] = 0
-                p.grad._bump_version()
+        zero_grads(self.parameters(), set_to_none)
 
     def to(self, dtype):
         """Cast every float parameter, its grad and float buffer to `dtype` in place; return self.
@@ -311,3 +304,15 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return f"{type(self).__name__}({lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def zero_grads(params, set_to_none=True):
+    """Drop (set_to_none) or zero in place the `.grad` of every tensor in `params`."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad.data[...] = 0
+            p.grad._bump_version()

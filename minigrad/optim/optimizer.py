@@ -7,6 +7,7 @@ grad and bumps the parameter's version, so a graph that saved the old value refu
 import numpy as np
 
 from minigrad.autograd import enable_grad, no_grad
+from minigrad.nn.module import zero_grads
 from minigrad.tensor import Tensor
 
 
@@ -50,15 +51,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Drop (default) or zero the grads of every parameter."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.data[...] = 0
-                    p.grad._bump_version()
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
         """Update every parameter that has a grad; `closure` (re-evaluating the loss) is optional."""
