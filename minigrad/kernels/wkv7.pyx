@@ -369,7 +369,8 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
     """Reverse-mode through the whole sequence, chunk by chunk (last chunk first).
 
     Each chunk restarts from its checkpoint (transposed back to the natural layout) and
-    recomputes its states S_{t0-1} .. S_{t0+L-1} into thread-private scratch with the saved sa. The reverse sweep then visits each state once: the sweep over
+    recomputes its states S_{t0-1} .. S_{t0+L-1} into thread-private scratch with the saved sa.
+    The reverse sweep then visits each state once: the sweep over
     S_{t-1} finishes step t and starts step t-1 (`_backward_rows`), so every state row is
     loaded once per step. The running adjoint lives in ds0 and ends as dL/dS_0.
     """
