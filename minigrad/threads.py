@@ -49,20 +49,23 @@ def sync_thread():
         _local.n = n
 
 
-@contextlib.contextmanager
 def serial_blas():
-    """Run BLAS on one thread inside the block (when threadpoolctl is installed).
+    """A context running BLAS on one thread inside the block.
 
-    For decoding one token at a time: the (B, C) x (C, C) products are too small to split, and a
-    multi-threaded BLAS spends more time waking threads than multiplying.
+    For work that is already split across threads by a kernel (each OpenMP thread calls BLAS on its
+    own small GEMMs through `kernels/_blas.pxd`), and for decoding one token at a time, where the
+    (B, C) x (C, C) products are too small to split. Without threadpoolctl it does nothing.
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+    ctl = _state.get("controller")
+    if ctl is None:
+        try:
+            import scipy.linalg.cython_blas  # noqa: F401  (load the BLAS kernels call, so it is seen)
+            from threadpoolctl import ThreadpoolController
+            ctl = ThreadpoolController()
+        except ImportError:
+            ctl = False
+        _state["controller"] = ctl
+    return ctl.limit(limits=1, user_api="blas") if ctl else contextlib.nullcontext()
 
 
 def get_num_threads():

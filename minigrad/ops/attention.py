@@ -11,7 +11,6 @@ Two drivers compute the same blocked maths (see docs/gpt.md for the measurements
   dS = P (dP - D) run in Cython (nogil, prange over rows). Scratch: (heads, BLOCK_ROWS, T).
 - "c": everything in one nogil kernel (BR x BC score blocks in per-thread scratch).
 """
-import contextlib
 import math
 
 import numpy as np
@@ -19,25 +18,11 @@ import numpy as np
 from minigrad.autograd.function import Function
 from minigrad.kernels import attention as _k
 from minigrad.kernels.validate import check_finite_scalar, check_float
+from minigrad.threads import serial_blas
 
 BLOCK_ROWS = 64          # query rows per block in the "blas" driver
 _settings = {"driver": "blas"}
 _LAYOUTS = ("bhtd", "bthd")
-
-
-def _single_threaded_blas():
-    """A context running BLAS on one thread: the per-head GEMMs of a block are small (e.g. 64 x 64 x
-    256), and a 2-thread OpenBLAS call per head costs more in synchronisation than it gains
-    (measured 2-5x slower for the medium benchmark shape); the Cython row kernels stay parallel."""
-    ctl = _settings.get("blas_controller")
-    if ctl is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-            ctl = ThreadpoolController()
-        except ImportError:
-            ctl = False
-        _settings["blas_controller"] = ctl
-    return ctl.limit(limits=1, user_api="blas") if ctl else contextlib.nullcontext()
 
 
 def set_attention_driver(name):
@@ -140,7 +125,7 @@ def attention_forward_arrays(q4, k4, v4, scale, driver=None):
     if (driver or _settings["driver"]) == "c":
         _k.attention_forward(q4, k4, v4, o4, lse, scale)
     else:
-        with _single_threaded_blas():
+        with serial_blas():
             _blas_forward(q4, k4, v4, o4, lse, scale)
     return o4, lse
 
@@ -173,7 +158,7 @@ class CausalAttention(Function):
         if c_driver:
             _k.attention_backward(*args, lse, *grads, ctx.scale)
         else:
-            with _single_threaded_blas():
+            with serial_blas():
                 _blas_backward(*args, lse, *grads, ctx.scale)
         return gq, gk, gv, None, None
 
