@@ -91,6 +91,18 @@ MG_CLONES static float mg_sum_exp_f(const float* x, long n, float m) {
     return s;
 }
 
+/* x_j <- exp(x_j - m); returns sum_j x_j */
+MG_CLONES static float mg_exp_sum_f(float* x, long n, float m) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) {
+        float e = mg_expf(x[j] - m);
+        x[j] = e;
+        s += e;
+    }
+    return s;
+}
+
 /* y_j = w * exp(a x_j - m)  (y may alias x) */
 MG_CLONES static void mg_exp_affine_f(const float* x, float* y, long n, float a, float m, float w) {
     for (long j = 0; j < n; j++) y[j] = w * mg_expf(a * x[j] - m);
