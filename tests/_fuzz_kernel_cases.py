@@ -137,13 +137,14 @@ def kernel_calls(dt, seed=0):
             Num(False),
         )
 
-    # attention (C driver: strided 4-D views) and the BLAS driver's softmax blocks
+    # attention (strided 4-D views; block sizes are validated ints)
     Hkv, Tq = 1, 5
     q, k, v = r(B, H, Tq, hd), r(B, Hkv, Tq, hd), r(B, Hkv, Tq, hd)
     o, lse = e(B, H, Tq, hd), e(B, H, Tq)
     attention.attention_forward(q, k, v, o, lse, 0.5)
     calls["attention.attention_forward"] = Call(
-        attention.attention_forward, S(q), S(k), S(v), SO(e(B, H, Tq, hd)), O(e(B, H, Tq)), D(0.5)
+        attention.attention_forward, S(q), S(k), S(v), SO(e(B, H, Tq, hd)), O(e(B, H, Tq)), D(0.5),
+        I(3, bad=(0, -1, HUGE)), I(2, bad=(0, -1, HUGE)),
     )
     calls["attention.attention_backward"] = Call(
         attention.attention_backward,
@@ -157,26 +158,8 @@ def kernel_calls(dt, seed=0):
         SO(e(B, Hkv, Tq, hd)),
         SO(e(B, Hkv, Tq, hd)),
         D(0.5),
-    )
-    NH, nr, i0, past = B * H, 3, 2, 1
-    nk = i0 + nr + past
-    calls["attention.softmax_block_forward"] = Call(
-        attention.softmax_block_forward,
-        Arr(r(NH, nr, nk), out=True, free=(1, 2)),
-        Arr(e(NH, Tq), out=True, free=(1,)),
-        I(i0),
-        I(past, bad=(-1,), odd=(HUGE,)),
-        D(0.5),
-    )
-    calls["attention.softmax_block_backward"] = Call(
-        attention.softmax_block_backward,
-        O(r(NH, nr, nk)),
-        O(r(NH, nr, nk)),
-        A(r(NH, Tq)),
-        A(r(NH, Tq)),
-        I(i0),
-        I(past, bad=(-1,), odd=(HUGE,)),
-        D(0.5),
+        I(3, bad=(0, -1, HUGE)),
+        I(2, bad=(0, -1, HUGE)),
     )
 
     # RWKV-7: token shift, time-mix pieces, WKV7

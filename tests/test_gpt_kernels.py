@@ -6,6 +6,7 @@ import pytest
 import minigrad as mg
 from minigrad import functional as F
 from minigrad.autograd import gradcheck
+from minigrad.kernels import attention as attention_kernels
 from minigrad.ops import attention as attention_ops
 from minigrad.ops.rope import rope_tables
 from tests.op_helpers import record
@@ -151,12 +152,13 @@ def attention_numpy(q, k, v, scale):
 def attention_composed(q, k, v, scale):
     """Masked softmax attention from primitive Tensor ops (GQA by repeating kv heads)."""
     B, H, T, hd = q.shape
+    Tk = k.shape[2]                       # Tk > T: query row i sits at position i + Tk - T
     g = H // k.shape[1]
     if g > 1:
-        k = mg.stack([k] * g, dim=2).reshape(B, H, T, hd)
-        v = mg.stack([v] * g, dim=2).reshape(B, H, T, hd)
+        k = mg.stack([k] * g, dim=2).reshape(B, H, Tk, hd)
+        v = mg.stack([v] * g, dim=2).reshape(B, H, Tk, hd)
     s = (q @ k.transpose(-1, -2)) * scale
-    mask = mg.tensor(np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, 0.0))
+    mask = mg.tensor(np.where(np.triu(np.ones((T, Tk), bool), 1 + Tk - T), -np.inf, 0.0))
     s = s + mask
     p = (s - s.max(axis=-1, keepdims=True).detach()).exp()
     return (p / p.sum(axis=-1, keepdims=True)) @ v
@@ -167,13 +169,14 @@ ATTN_SHAPES = [  # B, Hq, Hkv, T, hd
 ]
 
 
-@pytest.fixture(params=["blas", "c"])
+@pytest.fixture(params=[(64, 256), (4, 3), (3, 8)], ids=["default-blocks", "blocks-4x3", "blocks-3x8"])
 def driver(request):
-    old = attention_ops._settings["driver"], attention_ops.BLOCK_ROWS
-    attention_ops.set_attention_driver(request.param)
-    attention_ops.BLOCK_ROWS = 4          # several blocks even on tiny T
+    """Block sizes (query rows, keys): the defaults, and small ones so that tiny inputs cross many
+    query and key blocks (the online-softmax rescaling, partial and fully masked key blocks)."""
+    old = attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS
+    attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS = request.param
     yield request.param
-    attention_ops._settings["driver"], attention_ops.BLOCK_ROWS = old
+    attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS = old
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,T,hd", ATTN_SHAPES)
@@ -218,7 +221,7 @@ def test_attention_fp32(driver):
                              randn(2, 2, 33, 16, seed=2))
 
 
-def test_attention_inference_matches_training_path():
+def test_attention_inference_matches_training_path(driver):
     q, k, v = randn(2, 4, 10, 8), randn(2, 2, 10, 8, seed=1), randn(2, 2, 10, 8, seed=2)
     full = F.causal_attention(leaf(q), leaf(k), leaf(v)).data
     for t in range(10):          # the last rows against all earlier keys, as with a KV cache
@@ -226,6 +229,29 @@ def test_attention_inference_matches_training_path():
             lo = max(t + 1 - rows, 0)
             o = attention_ops.attention_inference(q[:, :, lo:t + 1], k[:, :, :t + 1], v[:, :, :t + 1])
             np.testing.assert_allclose(o, full[:, :, lo:t + 1], atol=1e-13)
+
+
+@pytest.mark.parametrize("blocks", [(64, 256), (2, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_attention_kernel_with_past_keys(blocks, dtype):
+    """The raw kernels with Tk > Tq (rows see past keys, as in decoding) against composed ops."""
+    from minigrad.threads import serial_blas
+    B, Hq, Hkv, Tq, Tk, hd = 2, 4, 2, 5, 9, 6
+    q = leaf(randn(B, Hq, Tq, hd))
+    k, v = leaf(randn(B, Hkv, Tk, hd, seed=1)), leaf(randn(B, Hkv, Tk, hd, seed=2))
+    go = randn(B, Hq, Tq, hd, seed=3)
+    ref = attention_composed(q, k, v, 0.4)
+    (ref * mg.tensor(go)).sum().backward()
+    a = [x.data.astype(dtype) for x in (q, k, v)]
+    o, lse = np.empty_like(a[0]), np.empty((B, Hq, Tq), dtype)
+    grads = [np.full_like(x, np.nan) for x in a]
+    with serial_blas():
+        attention_kernels.attention_forward(*a, o, lse, 0.4, *blocks)
+        attention_kernels.attention_backward(*a, o, lse, go.astype(dtype), *grads, 0.4, *blocks)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(o, ref.data, atol=tol)
+    for got, leaf_ in zip(grads, (q, k, v)):
+        np.testing.assert_allclose(got, leaf_.grad.data, atol=tol * 10)
 
 
 def test_attention_torch_sdpa():

@@ -5,11 +5,10 @@ with Hq % Hkv == 0 (`layout="bthd"` takes (B, T, H, hd), the layout a (B*T, H*hd
 without copies). Query head h reads kv head h // (Hq // Hkv). Only o and the row log-sum-exp
 lse (B, Hq, T) are kept for backward, which recomputes the probabilities block by block.
 
-Two drivers compute the same blocked maths (see docs/gpt.md for the measurements):
-- "blas": per block of BLOCK_ROWS query rows, the score block S = Q_blk K^T, dP = dO_blk V^T and
-  the products with V, K, Q go to BLAS (numpy matmul, batched over heads); the softmax, masking and
-  dS = P (dP - D) run in Cython (nogil, prange over rows). Scratch: (heads, BLOCK_ROWS, T).
-- "c": everything in one nogil kernel (BR x BC score blocks in per-thread scratch).
+One nogil kernel does the work: prange over (batch, head, query block) forward and over
+(batch, kv head) backward, each thread making its own single-threaded BLAS calls for the block
+products (hence `serial_blas()` around the calls). Block sizes: `BLOCK_ROWS` query rows x
+`BLOCK_KEYS` keys (module attributes here, so tests can force many blocks on tiny inputs).
 """
 import math
 
@@ -20,16 +19,9 @@ from minigrad.kernels import attention as _k
 from minigrad.kernels.validate import check_finite_scalar, check_float
 from minigrad.threads import serial_blas
 
-BLOCK_ROWS = 64          # query rows per block in the "blas" driver
-_settings = {"driver": "blas"}
+BLOCK_ROWS = _k.BLOCK_ROWS
+BLOCK_KEYS = _k.BLOCK_KEYS
 _LAYOUTS = ("bhtd", "bthd")
-
-
-def set_attention_driver(name):
-    """Choose "blas" (default, faster here) or "c" for causal_attention."""
-    if name not in ("blas", "c"):
-        raise ValueError(f"causal_attention: driver must be 'blas' or 'c', got {name!r}")
-    _settings["driver"] = name
 
 
 def _as_bhtd(x, layout):
@@ -62,71 +54,13 @@ def _check(q, k, v, layout, contiguous=True):
     return q4, k4, v4
 
 
-def _blas_forward(q4, k4, v4, o4, lse, scale):
-    B, Hq, Tq, hd = q4.shape
-    Hkv, Tk = k4.shape[1:3]
-    g, past = Hq // Hkv, Tk - Tq
-    q5, o5 = q4.reshape(B, Hkv, g, Tq, hd), o4.reshape(B, Hkv, g, Tq, hd)
-    k5, v5 = k4[:, :, None], v4[:, :, None]
-    lse2 = lse.reshape(B * Hq, Tq)
-    buf = np.empty(B * Hq * min(BLOCK_ROWS, Tq) * Tk, q4.dtype)
-    for i0 in range(0, Tq, BLOCK_ROWS):
-        i1 = min(i0 + BLOCK_ROWS, Tq)
-        nr, nk = i1 - i0, i1 + past
-        s = buf[:B * Hq * nr * nk].reshape(B, Hkv, g, nr, nk)
-        np.matmul(q5[..., i0:i1, :], k5[..., :nk, :].swapaxes(-1, -2), out=s)
-        _k.softmax_block_forward(s.reshape(B * Hq, nr, nk), lse2, i0, past, scale)
-        np.matmul(s, v5[..., :nk, :], out=o5[..., i0:i1, :])
-
-
-def _contig_block(x5, i0, i1, out):
-    """Rows i0..i1 of (B, Hkv, g, T, hd) as a contiguous (B, Hkv, g*(i1-i0), hd) array."""
-    B, Hkv, g = x5.shape[:3]
-    blk = out[:x5[..., i0:i1, :].size].reshape(x5[..., i0:i1, :].shape)
-    np.copyto(blk, x5[..., i0:i1, :])
-    return blk.reshape(B, Hkv, g * (i1 - i0), x5.shape[-1])
-
-
-def _blas_backward(q4, k4, v4, o4, lse, go4, gq4, gk4, gv4, scale):
-    B, Hq, Tq, hd = q4.shape
-    Hkv, Tk = k4.shape[1:3]
-    g, past = Hq // Hkv, Tk - Tq
-    q5, go5, gq5 = (x.reshape(B, Hkv, g, Tq, hd) for x in (q4, go4, gq4))
-    k5, v5 = k4[:, :, None], v4[:, :, None]
-    lse2 = lse.reshape(B * Hq, Tq)
-    dd = np.ascontiguousarray(np.einsum("bhtd,bhtd->bht", go4, o4)).reshape(B * Hq, Tq)
-    br = min(BLOCK_ROWS, Tq)
-    s_buf, dp_buf = (np.empty(B * Hq * br * Tk, q4.dtype) for _ in range(2))
-    rows_buf = np.empty(B * Hq * br * hd, q4.dtype)
-    part = np.empty(B * Hkv * Tk * hd, q4.dtype)
-    for i0 in range(0, Tq, BLOCK_ROWS):
-        i1 = min(i0 + BLOCK_ROWS, Tq)
-        nr, nk = i1 - i0, i1 + past
-        s = s_buf[:B * Hq * nr * nk].reshape(B, Hkv, g, nr, nk)
-        dp = dp_buf[:B * Hq * nr * nk].reshape(B, Hkv, g, nr, nk)
-        np.matmul(q5[..., i0:i1, :], k5[..., :nk, :].swapaxes(-1, -2), out=s)
-        np.matmul(go5[..., i0:i1, :], v5[..., :nk, :].swapaxes(-1, -2), out=dp)
-        _k.softmax_block_backward(s.reshape(B * Hq, nr, nk), dp.reshape(B * Hq, nr, nk),
-                                  lse2, dd, i0, past, scale)
-        np.matmul(dp, k5[..., :nk, :], out=gq5[..., i0:i1, :])
-        p4, ds4 = s.reshape(B, Hkv, g * nr, nk), dp.reshape(B, Hkv, g * nr, nk)
-        acc = part[:B * Hkv * nk * hd].reshape(B, Hkv, nk, hd)
-        np.matmul(p4.swapaxes(-1, -2), _contig_block(go5, i0, i1, rows_buf), out=acc)
-        gv4[:, :, :nk] += acc
-        np.matmul(ds4.swapaxes(-1, -2), _contig_block(q5, i0, i1, rows_buf), out=acc)
-        gk4[:, :, :nk] += acc
-
-
-def attention_forward_arrays(q4, k4, v4, scale, driver=None):
+def attention_forward_arrays(q4, k4, v4, scale):
     """Forward on (B, H, T, hd) views; returns (o in q's layout as a (B, H, T, hd) view, lse)."""
     B, Hq, Tq, hd = q4.shape
     o4 = np.empty_like(q4)                      # keeps q's memory layout
     lse = np.empty((B, Hq, Tq), q4.dtype)
-    if (driver or _settings["driver"]) == "c":
-        _k.attention_forward(q4, k4, v4, o4, lse, scale)
-    else:
-        with serial_blas():
-            _blas_forward(q4, k4, v4, o4, lse, scale)
+    with serial_blas():
+        _k.attention_forward(q4, k4, v4, o4, lse, scale, BLOCK_ROWS, BLOCK_KEYS)
     return o4, lse
 
 
@@ -150,16 +84,12 @@ class CausalAttention(Function):
     def backward(ctx, go):
         q, k, v, o, lse = ctx.saved_tensors
         layout = ctx.layout
-        c_driver = _settings["driver"] == "c"
-        gq = np.zeros_like(q) if c_driver else np.empty_like(q)
-        gk, gv = np.zeros_like(k), np.zeros_like(v)
+        gq, gk, gv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         args = [_as_bhtd(x, layout) for x in (q, k, v, o)]
-        grads = [_as_bhtd(x, layout) for x in (np.ascontiguousarray(go), gq, gk, gv)]
-        if c_driver:
-            _k.attention_backward(*args, lse, *grads, ctx.scale)
-        else:
-            with serial_blas():
-                _blas_backward(*args, lse, *grads, ctx.scale)
+        grads = [_as_bhtd(x, layout) for x in (gq, gk, gv)]
+        with serial_blas():
+            _k.attention_backward(*args, lse, _as_bhtd(np.ascontiguousarray(go), layout), *grads,
+                                  ctx.scale, BLOCK_ROWS, BLOCK_KEYS)
         return gq, gk, gv, None, None
 
 
@@ -181,6 +111,5 @@ def attention_inference(q, k, v, scale=None, layout="bhtd"):
     """No-grad attention for KV-cache decoding: numpy q (T_q new rows) against k, v of T_k >= T_q
     positions (views into a cache are fine); query row i sits at position T_k - T_q + i."""
     q4, k4, v4 = _check(q, k, v, layout, contiguous=False)
-    o4, _ = attention_forward_arrays(q4, k4, v4, _scale(scale, q4.shape[-1]),
-                                     driver="c" if q4.shape[2] < 8 else None)
+    o4, _ = attention_forward_arrays(q4, k4, v4, _scale(scale, q4.shape[-1]))
     return o4 if layout == "bhtd" else o4.transpose(0, 2, 1, 3)
