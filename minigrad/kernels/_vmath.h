@@ -32,9 +32,12 @@ static inline float mg_expf(float x) {
     return p * s.f;
 }
 
-/* Row helpers for float32 kernels. On x86-64 Linux with gcc each is compiled for AVX-512, AVX2+FMA
- * and baseline SSE2 and picked at load time (target_clones), so the build stays portable. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* Row helpers for float32 kernels. A build for the local CPU (-march=native, which defines __AVX2__
+ * on any recent x86) compiles them for it directly. A portable x86-64 Linux build with gcc compiles
+ * each for AVX-512, AVX2+FMA and baseline SSE2 and picks one at load time (target_clones).
+ * (Clones under -march=native are worse than none: gcc then refuses to inline mg_expf into them,
+ * target option mismatch, and every exp becomes a scalar call.) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__AVX2__)
 #define MG_CLONES __attribute__((unused, target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MG_CLONES __attribute__((unused))
