@@ -381,23 +381,58 @@ def test_bad_inputs_raise_clear_errors():
 
 
 # ---------------------------------------------------------------- packed projections (model fast path)
-@pytest.mark.parametrize("Hq,Hkv,offset", [(3, 1, 0), (2, 2, 5), (4, 2, 1)])
-def test_split_qkv_rope_gradcheck_and_reference(Hq, Hkv, offset):
+@pytest.mark.parametrize("layout", ["bthd", "bhtd"])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("B,T,Hq,Hkv,offset", [(2, 5, 3, 1, 0), (2, 5, 2, 2, 5), (1, 1, 4, 2, 3),
+                                                (3, 8, 4, 2, 1)])
+def test_split_qkv_rope_gradcheck_and_reference(B, T, Hq, Hkv, offset, interleaved, layout):
     from minigrad.ops.rope import split_qkv_rope
-    B, T, hd = 2, 5, 6
+    hd = 6
     y = leaf(randn(B, T, (Hq + 2 * Hkv) * hd))
-    check_grads("gpt.split_qkv_rope", lambda a: split_qkv_rope(a, offset, Hq, Hkv), y)
-    q, k, v = split_qkv_rope(y, offset, Hq, Hkv)
+    fn = lambda a, pos=offset: split_qkv_rope(a, pos, Hq, Hkv, 1e4, interleaved, layout)
+    check_grads("gpt.split_qkv_rope", fn, y)
     heads = y.data.reshape(B, T, Hq + 2 * Hkv, hd)
     as_bhtd = lambda a: np.ascontiguousarray(a.transpose(0, 2, 1, 3))
-    pos = np.arange(offset, offset + T)
-    np.testing.assert_allclose(as_bhtd(q.data), rope_numpy(as_bhtd(heads[:, :, :Hq]), pos, 1e4, False),
-                               atol=1e-13)
-    k_want = rope_numpy(as_bhtd(heads[:, :, Hq:Hq + Hkv]), pos, 1e4, False)
-    np.testing.assert_allclose(as_bhtd(k.data), k_want, atol=1e-13)
-    np.testing.assert_array_equal(v.data, heads[:, :, Hq + Hkv:])
+    for pos in (np.arange(offset, offset + T), np.arange(offset, offset + T)[::-1].copy()):
+        q, k, v = fn(y, offset if pos[0] == offset else pos)
+        if layout == "bthd":
+            q, k, v = (as_bhtd(t.data) for t in (q, k, v))
+        else:
+            q, k, v = (t.data for t in (q, k, v))
+        for got, lo, hi in ((q, 0, Hq), (k, Hq, Hq + Hkv)):
+            want = rope_numpy(as_bhtd(heads[:, :, lo:hi]), pos, 1e4, interleaved)
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13)
+        np.testing.assert_array_equal(v, as_bhtd(heads[:, :, Hq + Hkv:]))
+    packed = lambda a: mg.cat([t.reshape(-1) for t in fn(a)])
+    assert_fp32_matches_fp64(packed, randn(B, T, (Hq + 2 * Hkv) * hd))
+
+
+def test_split_qkv_rope_strided_grads_and_errors():
+    """Upstream grads in any strides (unit last) give the same gradient; bad shapes raise."""
+    from minigrad.kernels import rope as rope_kernels
+    from minigrad.ops.rope import split_qkv_rope
+    y = leaf(randn(2, 3, 4 * 8))
+    q, k, v = split_qkv_rope(y, 2, 2, 1, layout="bhtd")
+    gs = [randn(*t.shape, seed=i) for i, t in enumerate((q, k, v))]
+    mg.autograd.backward([q, k, v], [mg.tensor(g) for g in gs])
+    want = y.grad.data.copy()
+    y.grad = None
+    q, k, v = split_qkv_rope(y, 2, 2, 1, layout="bhtd")
+    strided = [mg.tensor(np.asfortranarray(g)) for g in gs]      # non-unit last stride -> copied
+    mg.autograd.backward([q, k, v], strided)
+    np.testing.assert_allclose(y.grad.data, want, rtol=0, atol=1e-14)
     with pytest.raises(ValueError, match="n_head"):
         split_qkv_rope(mg.randn(1, 2, 7 * 4), 0, 3, 1)
+    with pytest.raises(ValueError, match="layout"):
+        split_qkv_rope(mg.randn(1, 2, 5 * 4), 0, 3, 1, layout="tbhd")
+    cos, sin = rope_tables(4, 4, 1e4, np.float64)
+    out = np.empty((1, 2, 3, 4))
+    with pytest.raises(ValueError, match="heads"):
+        rope_kernels.qkv_rope_forward(np.zeros((1, 2, 6, 4)), out, out[:, :, :1], out[:, :, :1], cos, sin,
+                                      np.arange(2), False)
+    with pytest.raises(IndexError, match="positions"):
+        rope_kernels.qkv_rope_forward(np.zeros((1, 2, 5, 4)), out, out[:, :, :1], out[:, :, :1], cos, sin,
+                                      np.array([0, 99]), False)
 
 
 def test_swiglu_packed_gradcheck_and_reference():

@@ -121,47 +121,48 @@ def rope(x, positions=0, base=10000.0, interleaved=False, layout="bhtd"):
 
 class SplitQKVRoPE(Function):
     """The packed projection y (B, T, (Hq + 2 Hkv) hd) = x @ [Wq; Wk; Wv].T -> rope(q), rope(k), v,
-    each (B, T, heads, hd) and contiguous, read straight from y's column blocks (one GEMM for all
-    three projections, no separate slicing copies). Backward writes the inverse-rotated gq, gk and
-    gv into one (B, T, (Hq + 2 Hkv) hd) gradient."""
+    each contiguous in `layout`: (B, T, heads, hd) ("bthd") or (B, heads, T, hd) ("bhtd"). One
+    kernel pass reads y once and writes all three (no slicing copies). Backward writes the
+    inverse-rotated gq, gk and the copied gv into one (B, T, (Hq + 2 Hkv) hd) gradient."""
 
     @staticmethod
-    def forward(ctx, y, positions, n_head, n_kv_head, base, interleaved):
+    def forward(ctx, y, positions, n_head, n_kv_head, base, interleaved, layout):
         op = "split_qkv_rope"
         check_float(op, "y", y, ndim=3)
+        if layout not in _LAYOUTS:
+            raise ValueError(f"{op}: layout must be one of {_LAYOUTS}, got {layout!r}")
         B, T, W = y.shape
-        hd = W // (n_head + 2 * n_kv_head)
-        if hd * (n_head + 2 * n_kv_head) != W or hd == 0:
+        heads = n_head + 2 * n_kv_head
+        hd = W // heads if heads > 0 else 0
+        if n_head < 1 or n_kv_head < 1 or hd * heads != W or hd == 0:
             raise ValueError(f"{op}: y {y.shape} is not (B, T, (n_head + 2 n_kv_head) * head_dim) with "
                              f"n_head {n_head}, n_kv_head {n_kv_head}")
         cos, sin, pos = _setup(op, y.shape, hd, positions, T, base, y.dtype)
-        y2 = y.reshape(B * T, W)
-        bounds = (0, n_head * hd, (n_head + n_kv_head) * hd, W)
-        ctx.args = (cos, sin, pos, 0, bool(interleaved))
-        ctx.bounds, ctx.hd = bounds, hd
-        outs = []
-        for j, heads in enumerate((n_head, n_kv_head)):
-            src = y2[:, bounds[j]:bounds[j + 1]].reshape(B * T, heads, hd)
-            out = np.empty((B, T, heads, hd), y.dtype)
-            _rotate(src, out.reshape(src.shape), *ctx.args)
-            outs.append(out)
-        outs.append(np.ascontiguousarray(y2[:, bounds[2]:]).reshape(B, T, n_kv_head, hd))
-        return tuple(outs)
+        outs = tuple(np.empty((B, h, T, hd) if layout == "bhtd" else (B, T, h, hd), y.dtype)
+                     for h in (n_head, n_kv_head, n_kv_head))
+        ctx.args = (cos, sin, pos, bool(interleaved))
+        ctx.layout, ctx.heads = layout, heads
+        _k.qkv_rope_forward(y.reshape(B, T, heads, hd), *(_as_bthd(o, layout) for o in outs), *ctx.args)
+        return outs
 
     @staticmethod
     def backward(ctx, gq, gk, gv):
-        B, T = gq.shape[:2]
-        bounds, hd = ctx.bounds, ctx.hd
-        gy = np.empty((B * T, bounds[3]), gq.dtype)
-        for j, g in enumerate((gq, gk)):
-            g3 = np.ascontiguousarray(g).reshape(B * T, -1, hd)
-            dst = gy[:, bounds[j]:bounds[j + 1]].reshape(g3.shape)
-            _rotate(g3, dst, *ctx.args, inverse=True)
-        gy[:, bounds[2]:] = gv.reshape(B * T, -1)
-        return gy.reshape(B, T, bounds[3]), None, None, None, None, None
+        layout = ctx.layout
+        B, T = (gq.shape[0], gq.shape[2]) if layout == "bhtd" else gq.shape[:2]
+        hd = gq.shape[3]
+        gy = np.empty((B, T, ctx.heads, hd), gq.dtype)
+        grads = (_as_bthd(g if g.strides[3] == g.itemsize else np.ascontiguousarray(g), layout)
+                 for g in (gq, gk, gv))
+        _k.qkv_rope_backward(*grads, gy, *ctx.args)
+        return gy.reshape(B, T, ctx.heads * hd), None, None, None, None, None, None
 
 
-def split_qkv_rope(y, positions, n_head, n_kv_head, base=10000.0, interleaved=False):
+def _as_bthd(x, layout):
+    """A (B, T, H, hd) view of a (B, H, T, hd) ("bhtd") or (B, T, H, hd) array."""
+    return x.transpose(0, 2, 1, 3) if layout == "bhtd" else x
+
+
+def split_qkv_rope(y, positions, n_head, n_kv_head, base=10000.0, interleaved=False, layout="bthd"):
     """(q, k, v) from a packed q/k/v projection y (B, T, (n_head + 2 n_kv_head) hd): q and k rotated
-    (positions as in `rope`), all three (B, T, heads, hd)."""
-    return SplitQKVRoPE.apply(y, positions, int(n_head), int(n_kv_head), base, interleaved)
+    (positions as in `rope`), all three (B, T, heads, hd), or (B, heads, T, hd) with layout="bhtd"."""
+    return SplitQKVRoPE.apply(y, positions, int(n_head), int(n_kv_head), base, interleaved, layout)
