@@ -64,6 +64,43 @@ def test_rms_norm_fp32_and_only_weight_grad():
     check_grads("gpt.rms_norm", lambda a, b: F.rms_norm(a, b, 1e-5), x, w)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 5, 9), (2, 1, 33)])
+def test_add_rms_norm_gradcheck_and_composed(shape):
+    from minigrad.ops.rms_norm import add_rms_norm
+    x, r, w = leaf(randn(*shape)), leaf(randn(*shape, seed=2)), leaf(randn(shape[-1], seed=1))
+    both = lambda a, b, c: mg.cat([t.reshape(-1) for t in add_rms_norm(a, b, c, 1e-5)])
+    check_grads("gpt.add_rms_norm", both, x, r, w)
+    check_grads("gpt.add_rms_norm", lambda a, b, c: add_rms_norm(a, b, c, 1e-5)[1], x, r, w)
+    s, y = add_rms_norm(x, r, w, 1e-5)
+    ref_s = x + r
+    ref_y = rms_norm_composed(ref_s, w, 1e-5)
+    np.testing.assert_array_equal(s.data, x.data + r.data)
+    np.testing.assert_allclose(y.data, ref_y.data, rtol=1e-13, atol=1e-13)
+    cs, cy = mg.tensor(randn(*shape, seed=3)), mg.tensor(randn(*shape, seed=4))
+    grads = []
+    for outs in ((s, y), (ref_s, ref_y)):
+        for t in (x, r, w):
+            t.grad = None
+        mg.autograd.backward(list(outs), [cs, cy])
+        grads.append([t.grad.data.copy() for t in (x, r, w)])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_add_rms_norm_fp32_partial_grads_and_errors():
+    from minigrad.ops.rms_norm import add_rms_norm
+    both = lambda a, b, c: mg.cat([t.reshape(-1) for t in add_rms_norm(a, b, c, 1e-5)])
+    assert_fp32_matches_fp64(both, randn(4, 6, 40), randn(4, 6, 40, seed=2), randn(40, seed=1))
+    x, r, w = leaf(randn(3, 8), requires_grad=False), leaf(randn(3, 8, seed=2)), leaf(randn(8, seed=1))
+    check_grads("gpt.add_rms_norm", lambda a, b: add_rms_norm(x, a, b)[1], r, w)
+    w.requires_grad = False
+    check_grads("gpt.add_rms_norm", lambda a: add_rms_norm(x, a, w)[1], r)
+    with pytest.raises(ValueError, match="add_rms_norm: r has shape"):
+        add_rms_norm(mg.randn(2, 4), mg.randn(2, 5), mg.ones(4))
+    with pytest.raises(TypeError, match="mix float32 and float64"):
+        add_rms_norm(mg.randn(2, 4), mg.randn(2, 4).double(), mg.ones(4))
+
+
 # ---------------------------------------------------------------- rope
 def rope_numpy(x, positions, base, interleaved):
     """x (B, H, T, hd) in fp64, written from the definition."""

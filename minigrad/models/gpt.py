@@ -4,10 +4,11 @@
                          post_attention_layernorm -> mlp (down(silu(gate(x)) * up(x))) -> +residual]
                  -> norm -> lm_head (the embedding matrix when tie_embeddings)
 
-Activations stay (B, T, heads, head_dim) between the projections and attention ("bthd" layout),
-so every projection is one 2-D GEMM on (B*T, C) and nothing is transposed. q/k/v run as one GEMM
-against the stacked [Wq; Wk; Wv] (split and rotated by one fused op), gate/up as one GEMM against
-[Wg; Wu] feeding the packed SwiGLU: 4 GEMMs per layer forward instead of 7.
+Every projection is one 2-D GEMM on (B*T, C). q/k/v run as one GEMM against the stacked
+[Wq; Wk; Wv]; one fused pass rotates q and k and writes q, k, v as (B, T, heads, head_dim), the
+layout attention reads and writes without copies ("bthd"), so nothing is transposed. gate/up run
+as one GEMM against [Wg; Wu] feeding the packed SwiGLU: 4 GEMMs per layer forward instead of 7.
+Each residual add is fused with the RMSNorm that follows it (ops/rms_norm.add_rms_norm).
 Init (as HF Llama, initializer_range 0.02): every Linear and the embedding ~ N(0, 0.02^2), norms 1.
 With tie_embeddings the model has no lm_head.weight; load_state_dict accepts (and checks) one.
 """
@@ -20,12 +21,14 @@ import minigrad as mg
 from minigrad import functional as F
 from minigrad import nn
 from minigrad.autograd import no_grad
+from minigrad.heap import keep_freed_memory
 from minigrad.kernels.validate import check_index
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
 from minigrad.models.sampling import check_sampling, sample
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
+from minigrad.ops.rms_norm import add_rms_norm
 from minigrad.ops.rope import split_qkv_rope
 from minigrad.ops.swiglu import swiglu_packed
 from minigrad.tensor import Tensor
@@ -82,6 +85,10 @@ class LlamaRMSNorm(nn.Module):
 
     def forward(self, x):
         return F.rms_norm(x, self.weight, self.eps)
+
+    def add(self, x, r):
+        """(x + r, self(x + r)) in one pass: a residual add and this norm."""
+        return add_rms_norm(x, r, self.weight, self.eps)
 
 
 class _Packed(nn.Module):
@@ -165,6 +172,12 @@ class LlamaDecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), cache, start)
         return x + self.mlp(self.post_attention_layernorm(x))
 
+    def forward_normed(self, x, h, next_norm, cache=None, start=0):
+        """The same block on the residual stream x with h = input_layernorm(x) already computed;
+        returns (x', next_norm(x')), each residual add fused with the norm after it."""
+        x, h = self.post_attention_layernorm.add(x, self.self_attn(h, cache, start))
+        return next_norm.add(x, self.mlp(h))
+
 
 class GPT(nn.Module):
     """model(idx) with int ids (B, T) -> logits (B, T, vocab_size). See the module docstring."""
@@ -178,6 +191,7 @@ class GPT(nn.Module):
         if not isinstance(config, GPTConfig):
             raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__}")
         self.config = config
+        keep_freed_memory()    # every step re-allocates its activations: reuse warm pages (minigrad/heap.py)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, dtype=dtype)
         nn.init.normal_(self.embed_tokens.weight, 0.0, INIT_STD)
         self.layers = nn.ModuleList([LlamaDecoderLayer(config, dtype) for _ in range(config.n_layer)])
@@ -203,17 +217,21 @@ class GPT(nn.Module):
                              f"{self.config.max_seq_len}")
         return check_index("GPT", "token ids", arr, self.config.vocab_size)
 
-    def _head(self, x):
+    def _head(self, h):
+        """Logits from the final-normed hidden states h."""
         weight = self.embed_tokens.weight if self.config.tie_embeddings else self.lm_head.weight
-        return linear(self.norm(x), weight)
+        return linear(h, weight)
 
     def forward(self, idx, caches=None, start=0):
         """idx (B, T) int -> logits (B, T, V). caches/start: KV-cache decoding (see generate)."""
         ids = self._ids(idx, self.config.max_seq_len - start)
         x = self.embed_tokens(ids)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, None if caches is None else caches[i], start)
-        return self._head(x)
+        layers = list(self.layers)
+        h = layers[0].input_layernorm(x)
+        for i, layer in enumerate(layers):
+            next_norm = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.norm
+            x, h = layer.forward_normed(x, h, next_norm, None if caches is None else caches[i], start)
+        return self._head(h)
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None):
         """Extend idx (B, T) by max_new_tokens sampled tokens; returns a (B, T + new) int64 Tensor.
