@@ -165,11 +165,15 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
                 bwr[c] = kkr[c] * zar[c]
 
 
-# gv_in: (M, C) dL/dv_used (WKV + bonus paths), and the forward's tensors (see prepare_forward)
+# dw, daw, dbw: (M, C) WKV grads; dr, dkmod, gv_in: (M, C) the WKV grads of r, kmod and v_used,
+# to which the bonus-path grads gr_b, gkmod_b, gv_b (M, C) are added in place first; the
+# forward's tensors (see prepare_forward)
 # -> gk, gv, g_zw, g_za, g_zv, g_vfirst: (M, C); acc: (nthreads, 5, C) for w0, a0, v0, k_k, k_a
 def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] daw,
-                              const floating[:, ::1] dbw, const floating[:, ::1] dkmod,
-                              const floating[:, ::1] gv_in, const floating[:, ::1] k,
+                              const floating[:, ::1] dbw, floating[:, ::1] dr,
+                              floating[:, ::1] dkmod, floating[:, ::1] gv_in,
+                              const floating[:, ::1] gr_b, const floating[:, ::1] gkmod_b,
+                              const floating[:, ::1] gv_b, const floating[:, ::1] k,
                               const floating[:, ::1] v, const floating[:, ::1] zw,
                               const floating[:, ::1] w, const floating[:, ::1] a,
                               const floating[:, ::1] kk, const floating[:, ::1] sv,
@@ -178,7 +182,9 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
                               floating[:, ::1] gk, floating[:, ::1] gv, floating[:, ::1] g_zw,
                               floating[:, ::1] g_za, floating[:, ::1] g_zv,
                               floating[:, ::1] g_vfirst, floating[:, :, ::1] acc):
-    """Chain rule back through prepare_forward (per row m, head h; sums over m into acc):
+    """First dr += gr_b, dkmod += gkmod_b, gv_in += gv_b (the WKV and bonus paths meet; done here,
+    row by row, instead of three passes over (M, C) arrays). Then the chain rule back through
+    prepare_forward (per row m, head h; sums over m into acc):
         gkk  = -daw + dbw a                 ga = dbw kk + dkmod k k_a
         gk   = dkmod (1 + (a - 1) k_a) + k_k gkk0,   gkk0 = (gkk - kk (kk . gkk)) / ||k k_k||
                (gkk0 = gkk / 1e-12 when the norm is below 1e-12: the max() branch)
@@ -188,9 +194,10 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
         layer 0: gv = gv_in (the caller has already added the v_first output's grad)
         g_w0 = sum g_zw, g_a0 = sum g_za, g_v0 = sum g_zv, g_k_k = sum gkk0 k, g_k_a = sum dkmod k (a-1)
     """
-    check_kernel_args("time_mix_prepare_backward", "dw:M,C daw:M,C dbw:M,C dkmod:M,C gv_in:M,C k:M,C v:M,C "
-                      "zw:M,C w:M,C a:M,C kk:M,C sv:M?,C vfirst:M?,C k_k:C k_a:C gk:M,C gv:M,C g_zw:M,C "
-                      "g_za:M,C g_zv:M?,C g_vfirst:M?,C acc:P,5,C", dw, daw, dbw, dkmod, gv_in, k, v, zw, w,
+    check_kernel_args("time_mix_prepare_backward", "dw:M,C daw:M,C dbw:M,C dr:M,C dkmod:M,C gv_in:M,C "
+                      "gr_b:M,C gkmod_b:M,C gv_b:M,C k:M,C v:M,C zw:M,C w:M,C a:M,C kk:M,C sv:M?,C "
+                      "vfirst:M?,C k_k:C k_a:C gk:M,C gv:M,C g_zw:M,C g_za:M,C g_zv:M?,C g_vfirst:M?,C "
+                      "acc:P,5,C", dw, daw, dbw, dr, dkmod, gv_in, gr_b, gkmod_b, gv_b, k, v, zw, w,
                       a, kk, sv, vfirst, k_k, k_a, gk, gv, g_zw, g_za, g_zv, g_vfirst, acc)
     _check_heads("time_mix_prepare_backward", k.shape[1], H, sv, vfirst, g_zv, g_vfirst)
     check_kernel_scalar("time_mix_prepare_backward", "acc.shape[0]", acc.shape[0], 1)
@@ -219,10 +226,12 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef const floating* kr
     cdef const floating* ar
     cdef const floating* kkr
-    cdef const floating* dkr
+    cdef floating* dkr
     cdef const floating* dar
     cdef const floating* dbr
-    cdef const floating* gvr
+    cdef floating* gvr
+    cdef floating* drr
+    cdef const floating* xbr
     cdef floating* gkr
     cdef floating* gzr
     with nogil:
@@ -240,6 +249,15 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
             for m in range(lo, hi):
                 kr, ar, kkr, dkr = &k[m, 0], &a[m, 0], &kk[m, 0], &dkmod[m, 0]
                 dar, dbr, gkr = &daw[m, 0], &dbw[m, 0], &gk[m, 0]
+                drr, xbr = &dr[m, 0], &gr_b[m, 0]
+                for c in range(C):
+                    drr[c] = drr[c] + xbr[c]
+                xbr = &gkmod_b[m, 0]
+                for c in range(C):
+                    dkr[c] = dkr[c] + xbr[c]
+                gvr, xbr = &gv_in[m, 0], &gv_b[m, 0]
+                for c in range(C):
+                    gvr[c] = gvr[c] + xbr[c]
                 for h in range(H):
                     ss = 0.0
                     dot = 0.0
@@ -273,7 +291,7 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
                     gzr[c] = -decay * dwr[c] * wr[c] * sig * (one - sig)
                 for c in range(C):
                     aw0[c] = aw0[c] + gzr[c]
-                gvr, gvo = &gv_in[m, 0], &gv[m, 0]
+                gvo = &gv[m, 0]
                 if vres_on:
                     svr, gzr, gvf = &sv[m, 0], &g_zv[m, 0], &g_vfirst[m, 0]
                     vfr, vr = &vfirst[m, 0], &v[m, 0]

@@ -267,9 +267,6 @@ class RWKV7TimeMix(Function):
             *(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)), (ckpt, sa),
             gy.reshape(shape4), gsT)
         dr, dw, dkmod, dv, daw, dbw = (t.reshape(M, C) for t in (dr, dw, dkmod, dv, daw, dbw))
-        dr += gr_b
-        dkmod += gkmod_b
-        dv += gv_b
         if layer_id == 0 and gv_first_out is not None:
             dv += gv_first_out.reshape(M, C)
 
@@ -280,7 +277,9 @@ class RWKV7TimeMix(Function):
         else:
             g_zv = g_vfirst = _empty_rows(C, dt)
         acc = np.empty((nth, 5, C), dt)
-        _tm.time_mix_prepare_backward(dw, daw, dbw, dkmod, dv, k, v, zw, w, a, kk, zv, vf,
+        # also adds the bonus-path grads: dr += gr_b, dkmod += gkmod_b, dv += gv_b
+        _tm.time_mix_prepare_backward(dw, daw, dbw, dr, dkmod, dv, gr_b, gkmod_b, gv_b,
+                                      k, v, zw, w, a, kk, zv, vf,
                                       p["k_k"].reshape(C), p["k_a"].reshape(C), H,
                                       gk, gv, g_zw, g_za, g_zv, g_vfirst, acc)
         sums = acc.sum(0)
