@@ -77,6 +77,14 @@ def kernel_calls(dt, seed=0):
     calls["rms_norm.rms_norm_backward"] = Call(
         rms_norm.rms_norm_backward, A(r(N, C)), A(x), A(w), A(rstd), O(e(N, C)), O(e(C)), Num(True), Num(True)
     )
+    calls["rms_norm.add_rms_norm_forward"] = Call(
+        rms_norm.add_rms_norm_forward, A(r(N, C)), A(r(N, C)), A(r(C)), D(1e-5), O(e(N, C)), O(e(N, C)),
+        O(e(N)),
+    )
+    calls["rms_norm.add_rms_norm_backward"] = Call(
+        rms_norm.add_rms_norm_backward, A(r(N, C)), A(r(N, C)), A(x), A(w), A(rstd), O(e(N, C)), O(e(C)),
+        Num(True),
+    )
     calls["layer_norm.layer_norm_forward"] = Call(
         layer_norm.layer_norm_forward, A(r(N, C)), A(r(C)), A(r(C)), D(1e-5), O(e(N, C)), O(e(N)), O(e(N))
     )
@@ -136,6 +144,14 @@ def kernel_calls(dt, seed=0):
             I(0, bad=(2, -1)),
             Num(False),
         )
+
+    # packed q/k/v rope: (B, T, Hq + 2 Hkv, hd) packed rows <-> q (B, T, Hq, hd), k, v (B, T, Hkv, hd) views
+    Hq, Hk = 2, 1
+    qkv = [S(r(B, T, Hq + 2 * Hk, hd)), SO(e(B, T, Hq, hd)), SO(e(B, T, Hk, hd)), SO(e(B, T, Hk, hd))]
+    tail = [A(r(P, hd // 2)), A(r(P, hd // 2)), Arr(ids(T, P), high=P), Num(False)]
+    calls["rope.qkv_rope_forward"] = Call(rope.qkv_rope_forward, *qkv, *tail)
+    grads = [S(r(B, T, Hq, hd)), S(r(B, T, Hk, hd)), S(r(B, T, Hk, hd)), SO(e(B, T, Hq + 2 * Hk, hd))]
+    calls["rope.qkv_rope_backward"] = Call(rope.qkv_rope_backward, *grads, *tail)
 
     # attention (strided 4-D views; block sizes are validated ints)
     Hkv, Tq = 1, 5
