@@ -12,6 +12,11 @@ import os as _os
 # OpenMP pool made a small GPT training step 2.4x slower on an idle 2-core machine (611 -> 258 ms).
 # Must be set before the first kernel loads libgomp; an explicit user setting wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Likewise OpenBLAS workers busy-wait 2^28 cycles (~0.1 s) after each GEMM by default, taking a core
+# from the OpenMP kernels that follow (about 1/3 of the WKV7 kernels' CPU on 2 cores). 2^4: they
+# sleep at once. Read when OpenBLAS loads, so it only takes effect when minigrad is imported before
+# numpy; an explicit user setting wins. Measurements: docs/benchmarks.md.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from minigrad import ops  # noqa: E402,F401  (attaches Tensor methods)
 from minigrad.autograd import (  # noqa: E402
