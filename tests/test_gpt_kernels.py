@@ -101,6 +101,27 @@ def test_add_rms_norm_fp32_partial_grads_and_errors():
         add_rms_norm(mg.randn(2, 4), mg.randn(2, 4).double(), mg.ones(4))
 
 
+def test_rms_norm_weight_grad_same_for_any_thread_count():
+    """gw sums fixed row blocks in block order: bit-identical with 1, 2 or 3 threads."""
+    from minigrad.ops.rms_norm import add_rms_norm
+    from minigrad.threads import get_num_threads, set_num_threads
+    x, r = randn(300, 24).astype(np.float32), randn(300, 24, seed=2).astype(np.float32)
+    before, grads = get_num_threads(), []
+    try:
+        for n in (1, 2, 3):
+            set_num_threads(n)
+            w = mg.tensor(np.ones(24, np.float32), requires_grad=True)
+            w2 = mg.tensor(np.ones(24, np.float32), requires_grad=True)
+            (add_rms_norm(mg.tensor(x), mg.tensor(r), w)[1] ** 2).sum().backward()
+            (F.rms_norm(mg.tensor(x), w2) ** 2).sum().backward()
+            grads.append((w.grad.data, w2.grad.data))
+    finally:
+        set_num_threads(before)
+    for g in grads[1:]:
+        np.testing.assert_array_equal(g[0], grads[0][0])
+        np.testing.assert_array_equal(g[1], grads[0][1])
+
+
 # ---------------------------------------------------------------- rope
 def rope_numpy(x, positions, base, interleaved):
     """x (B, H, T, hd) in fp64, written from the definition."""

@@ -42,7 +42,7 @@ def cross_entropy_forward(const floating[:, ::1] logits, const long long[::1] ta
     cdef const floating* zr
     cdef long long t
     with nogil:
-        for n in prange(N, schedule="static"):
+        for n in prange(N, schedule="dynamic", chunksize=64):
             zr = &logits[n, 0]
             lse[n] = <floating>_row_lse(zr, V)
             t = targets[n]
@@ -67,7 +67,7 @@ def cross_entropy_backward(const floating[:, ::1] logits, const long long[::1] t
     cdef floating w, row_lse
     cdef long long t
     with nogil:
-        for n in prange(N, schedule="static"):
+        for n in prange(N, schedule="dynamic", chunksize=64):
             zr = &logits[n, 0]
             gr = &glogits[n, 0]
             t = targets[n]

@@ -5,16 +5,17 @@ pre-norm transformer block does: s = x + r, y = rms_norm(s). Its backward takes 
 both outputs; since ds/dx = ds/dr = I, one array g = gs + (the rms_norm gradient of gy) serves as
 the gradient of x and of r.
 
-Rows are independent, so both passes run `prange` over rows. The weight gradient is a sum over
-rows: each thread owns a contiguous slice of rows and a private (C,) accumulator, and the
-accumulators are added in thread order afterwards (deterministic for a fixed thread count).
+Rows are independent, so both passes run `prange` over rows, handed out dynamically (a thread
+preempted by another job then does not hold up the pass). The weight gradient is a sum over rows:
+the rows are cut into at most GW_BLOCKS fixed blocks, each summed into its own (C,) partial, and the
+partials are added in block order afterwards, so the result does not depend on the thread count
+or on which thread ran which block.
 """
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.stdlib cimport calloc, free
 
-from minigrad.kernels._openmp cimport omp_get_max_threads
 from minigrad.kernels._vmath cimport mg_dot3_f, mg_dot_f
 from minigrad.kernels.validate import check_kernel_args
 
@@ -44,7 +45,7 @@ cdef void _forward(const floating[:, ::1] x, const floating* res, floating* s,
                    const floating[::1] weight, double eps, floating[:, ::1] y,
                    floating[::1] rstd) noexcept nogil:
     cdef Py_ssize_t N = x.shape[0], C = x.shape[1], n
-    for n in prange(N, schedule="static"):
+    for n in prange(N, schedule="dynamic", chunksize=32):
         rstd[n] = _norm_row(&x[n, 0], res + n * C if res != NULL else NULL,
                             s + n * C if s != NULL else NULL, &weight[0], eps, &y[n, 0], C)
 
@@ -70,12 +71,16 @@ def add_rms_norm_forward(const floating[:, ::1] x, const floating[:, ::1] r, con
         _forward(x, &r[0, 0], &s[0, 0], weight, eps, y, rstd)
 
 
+cdef enum:
+    GW_BLOCKS = 64
+
+
 cdef void _backward(const floating[:, ::1] gy, const floating* gs, const floating[:, ::1] x,
                     const floating[::1] weight, const floating[::1] rstd, floating[:, ::1] gx,
-                    floating* acc, int nthreads, bint need_gx, bint need_gw) noexcept nogil:
-    """gx (+= gs when gs is not NULL) per row; thread t adds its rows' gy * xhat into acc[t]."""
-    cdef Py_ssize_t N = x.shape[0], C = x.shape[1], n, c, t, lo, hi
-    cdef Py_ssize_t chunk = (N + nthreads - 1) // nthreads
+                    floating* acc, Py_ssize_t nblocks, bint need_gx, bint need_gw) noexcept nogil:
+    """gx (+= gs when gs is not NULL) per row; block j adds its rows' gy * xhat into acc[j]."""
+    cdef Py_ssize_t N = x.shape[0], C = x.shape[1], n, c, j, lo, hi
+    cdef Py_ssize_t chunk = (N + nblocks - 1) // nblocks
     cdef floating* accr
     cdef const floating* xr
     cdef const floating* gyr
@@ -83,10 +88,10 @@ cdef void _backward(const floating[:, ::1] gy, const floating* gs, const floatin
     cdef floating* gxr
     cdef double dot
     cdef floating r, m
-    for t in prange(nthreads, schedule="static", num_threads=nthreads):
-        lo = t * chunk
+    for j in prange(nblocks, schedule="dynamic", chunksize=1):
+        lo = j * chunk
         hi = min(lo + chunk, N)
-        accr = acc + t * C
+        accr = acc + j * C
         for n in range(lo, hi):
             xr = &x[n, 0]
             gyr = &gy[n, 0]
@@ -115,19 +120,19 @@ cdef void _backward(const floating[:, ::1] gy, const floating* gs, const floatin
 cdef int _backward_driver(const floating[:, ::1] gy, const floating* gs, const floating[:, ::1] x,
                           const floating[::1] weight, const floating[::1] rstd, floating[:, ::1] gx,
                           floating[::1] gw, bint need_gx, bint need_gw) except -1:
-    cdef Py_ssize_t C = x.shape[1], c, t
-    cdef int nthreads = omp_get_max_threads()
-    cdef floating* acc = <floating*>calloc(nthreads * C + 1, sizeof(floating))
+    cdef Py_ssize_t N = x.shape[0], C = x.shape[1], c, j
+    cdef Py_ssize_t nblocks = max(1, min(N, GW_BLOCKS))
+    cdef floating* acc = <floating*>calloc(nblocks * C + 1, sizeof(floating))
     if acc == NULL:
         raise MemoryError("rms_norm_backward: cannot allocate weight-grad scratch")
     with nogil:
-        _backward(gy, gs, x, weight, rstd, gx, acc, nthreads, need_gx, need_gw)
+        _backward(gy, gs, x, weight, rstd, gx, acc, nblocks, need_gx, need_gw)
         if need_gw:
             for c in range(C):
                 gw[c] = 0
-            for t in range(nthreads):
+            for j in range(nblocks):
                 for c in range(C):
-                    gw[c] += acc[t * C + c]
+                    gw[c] += acc[j * C + c]
     free(acc)
     return 0
 

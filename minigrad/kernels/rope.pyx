@@ -41,7 +41,7 @@ cdef void _rope_rows(const floating[:, :, :] x, floating[:, :, :] y,
                      bint interleaved, floating sign) noexcept nogil:
     cdef Py_ssize_t A = x.shape[0], M = x.shape[1], half = x.shape[2] // 2
     cdef Py_ssize_t T = positions.shape[0], r, a, m, p
-    for r in prange(A * M, schedule="static"):
+    for r in prange(A * M, schedule="dynamic", chunksize=64):
         a = r // M
         m = r % M
         p = positions[(a if pos_axis == 0 else m) % T]
@@ -119,7 +119,7 @@ cdef void _qkv_rows(char* pk, const Py_ssize_t* spk, char* q, const Py_ssize_t* 
     cdef floating* src
     cdef floating* dst
     cdef floating* head
-    for r in prange(B * T, schedule="static"):
+    for r in prange(B * T, schedule="dynamic", chunksize=16):
         b = r // T
         t = r % T
         p = positions[t]

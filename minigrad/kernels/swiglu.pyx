@@ -3,8 +3,10 @@
 With s = sigmoid(g):  dsilu/dg = s * (1 + g * (1 - s)), so
     gg = gh * u * s * (1 + g * (1 - s))
     gu = gh * g * s
-Elementwise: `prange` over rows, one row of F features each. Rows may be strided (gate and up
-read as the two halves of one packed (N, 2F) projection) but each row must be contiguous.
+Elementwise: `prange` over rows, one row of F features each, handed out dynamically in tasks of
+32 rows (on a machine shared with other jobs a preempted thread then no longer holds up the pass,
+as it does with two static halves). Rows may be strided (gate and up read as the two halves of one
+packed (N, 2F) projection) but each row must be contiguous.
 """
 from cython cimport floating
 from cython.parallel cimport prange
@@ -35,7 +37,7 @@ def swiglu_forward(const floating[:, :] gate, const floating[:, :] up, floating[
     cdef floating* hr
     cdef floating g
     with nogil:
-        for n in prange(N, schedule="static"):
+        for n in prange(N, schedule="dynamic", chunksize=32):
             gr = &gate[n, 0]
             ur = &up[n, 0]
             hr = &h[n, 0]
@@ -62,7 +64,7 @@ def swiglu_backward(const floating[:, ::1] gh, const floating[:, :] gate,
     cdef floating* gur
     cdef floating g, s
     with nogil:
-        for n in prange(N, schedule="static"):
+        for n in prange(N, schedule="dynamic", chunksize=32):
             ghr = &gh[n, 0]
             gr = &gate[n, 0]
             ur = &up[n, 0]
