@@ -223,6 +223,10 @@ cdef extern from *:
     }
     MG_WKV_DISPATCH(float, f)
     MG_WKV_DISPATCH(double, d)
+    /* Prefetch `bytes` from p into all cache levels, for reading. */
+    static inline void mg_prefetch_r(const void *p, Py_ssize_t bytes) {
+        for (Py_ssize_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);
+    }
     """
     void mg_wkv_fwd_f(const float *Sin, float *S, const float *r, const float *w,
                       const float *k, const float *v, const float *a, const float *b, float *y,
@@ -245,6 +249,7 @@ cdef extern from *:
                       const double *gy, const double *k, const double *b, const double *v,
                       const double *sa, double *dr, double *dk, double *db, double *dv,
                       double *q1, Py_ssize_t N, int do1, int do2) noexcept nogil
+    void mg_prefetch_r(const void *p, Py_ssize_t bytes) noexcept nogil
 
 # Below this many (batch, head, step) tasks a parallel region costs more than it saves (one
 # token at a time: every region waits for the other thread to be scheduled); run serially then.
@@ -401,6 +406,11 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
                 _transpose_into(states, &ckpt[(bh * nchunk + c) * NN], N)
                 for s in range(L):
                     t = t0 + s
+                    # the reverse sweep below walks these rows downwards in t, which the
+                    # hardware prefetcher serves badly: fetch the ones the recompute does not read
+                    mg_prefetch_r(&r[bi, t, h, 0], N * sizeof(floating))
+                    mg_prefetch_r(&a[bi, t, h, 0], N * sizeof(floating))
+                    mg_prefetch_r(&gy[bi, t, h, 0], N * sizeof(floating))
                     _step_recompute(states + s * NN, states + (s + 1) * NN, &w[bi, t, h, 0],
                                     &k[bi, t, h, 0], &v[bi, t, h, 0], &b[bi, t, h, 0],
                                     &sa[bi, t, h, 0], N)
