@@ -49,10 +49,10 @@ def main():
         cpu.append(c1 - c0)
         sys_t.append(s1 - s0)
     faults = (usage()[2] - faults0) / args.steps
-    ms = lambda xs, f: f(xs) * 1e3  # noqa: E731
-    print(f"{args.config} {args.threads} threads: wall min {ms(wall, min):.0f} median {ms(wall, np.median):.0f} | "
-          f"CPU min {ms(cpu, min):.0f} median {ms(cpu, np.median):.0f} (system {ms(sys_t, np.median):.0f}) ms "
-          f"per step | {faults:.0f} minor faults per step")
+    lo, mid = (lambda xs: min(xs) * 1e3), (lambda xs: float(np.median(xs)) * 1e3)  # noqa: E731
+    print(f"{args.config} {args.threads} threads: wall min {lo(wall):.0f} median {mid(wall):.0f} | "
+          f"CPU min {lo(cpu):.0f} median {mid(cpu):.0f} (system {mid(sys_t):.0f}) ms per step | "
+          f"{faults:.0f} minor faults per step")
 
 
 if __name__ == "__main__":
