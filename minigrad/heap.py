@@ -6,7 +6,8 @@ unmaps it on free. A training step allocates its activations and gradients anew 
 medium GPT step: ~70 MB in blocks of 1-16 MB), so each step first-touches them again: one page
 fault plus zeroing per 4 KiB page, ~18 000 faults per medium step, 5 % of its CPU time.
 `keep_freed_memory()` serves blocks up to `max_block` from the heap and keeps up to `keep` bytes
-of freed heap mapped, so the next step reuses warm pages. The price: the process keeps its peak
+of freed heap mapped, so the next step reuses warm pages. Every `Optimizer` calls it when built
+(training is what re-allocates per step); inference alone leaves malloc alone. The price: the process keeps its peak
 heap size mapped (RSS does not shrink after the peak) until exit. MINIGRAD_KEEP_FREED_MEMORY=0 in
 the environment turns it off.
 

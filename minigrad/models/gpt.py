@@ -21,7 +21,6 @@ import minigrad as mg
 from minigrad import functional as F
 from minigrad import nn
 from minigrad.autograd import no_grad
-from minigrad.heap import keep_freed_memory
 from minigrad.kernels.validate import check_index
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
@@ -191,7 +190,6 @@ class GPT(nn.Module):
         if not isinstance(config, GPTConfig):
             raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__}")
         self.config = config
-        keep_freed_memory()    # every step re-allocates its activations: reuse warm pages (minigrad/heap.py)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, dtype=dtype)
         nn.init.normal_(self.embed_tokens.weight, 0.0, INIT_STD)
         self.layers = nn.ModuleList([LlamaDecoderLayer(config, dtype) for _ in range(config.n_layer)])

@@ -7,6 +7,7 @@ grad and bumps the parameter's version, so a graph that saved the old value refu
 import numpy as np
 
 from minigrad.autograd import enable_grad, no_grad
+from minigrad.heap import keep_freed_memory
 from minigrad.nn.module import zero_grads
 from minigrad.tensor import Tensor
 
@@ -25,6 +26,7 @@ class Optimizer:
             groups = [{"params": groups}]
         for group in groups:
             self.add_param_group(group)
+        keep_freed_memory()   # each training step re-allocates its activations: reuse warm pages
 
     def add_param_group(self, group):
         """Add a dict with 'params' (and optional hyperparameters overriding the defaults)."""
