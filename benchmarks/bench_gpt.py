@@ -234,10 +234,12 @@ def run_worker(framework, config, args):
     if not args.no_kernels:
         cmd.append("--kernels")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
-    if not args.spin:
-        # minigrad has two thread pools (OpenMP kernels, OpenBLAS); idle workers of one spinning
-        # while the other runs oversubscribe the cores (measured: small step 2.0 s -> 0.6 s on a
-        # loaded 2-core machine). Both frameworks get the same settings.
+    # minigrad sets OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 itself when imported (two
+    # thread pools whose idle workers would otherwise spin on each other's cores); --spin undoes it.
+    # torch runs with its own defaults unless --torch-passive gives it the same settings.
+    if args.spin:
+        env.update(OMP_WAIT_POLICY="ACTIVE", OPENBLAS_THREAD_TIMEOUT="28")
+    elif framework == "torch" and args.torch_passive:
         env.update(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
@@ -254,7 +256,9 @@ def main():
     p.add_argument("--rounds", type=int, default=2, help="alternate the framework subprocesses R times")
     p.add_argument("--no-kernels", action="store_true", help="skip the per-kernel table")
     p.add_argument("--spin", action="store_true",
-                   help="keep OpenMP/OpenBLAS busy-waiting (default: passive waits, see run_worker)")
+                   help="make OpenMP/OpenBLAS busy-wait (minigrad's defaults are passive; see run_worker)")
+    p.add_argument("--torch-passive", action="store_true",
+                   help="run torch with minigrad's passive OpenMP/OpenBLAS waits instead of its defaults")
     p.add_argument("--worker", choices=["minigrad", "torch"], help=argparse.SUPPRESS)
     p.add_argument("--framework", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
