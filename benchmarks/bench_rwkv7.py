@@ -27,8 +27,8 @@ import time
 # OpenBLAS workers busy-wait ~0.1 s after every GEMM (OPENBLAS_THREAD_TIMEOUT default 28, i.e.
 # 2^28 cycles). On 2 cores that worker then takes a core from the OpenMP kernels that follow the
 # GEMMs (measured: ~1/3 of the WKV7 kernels' CPU time went to it; docs/rwkv7_kernels.md, third
-# pass). 4 = sleep at once (as bench_gpt.py; 18, ~0.1 ms of spinning, was no better). Read when
-# OpenBLAS loads, so set before numpy is imported; an explicit setting wins.
+# pass). 4 = sleep at once (18, ~0.1 ms of spinning, was no better). minigrad/__init__.py sets the
+# same, but this script imports numpy (which loads OpenBLAS) first; an explicit setting wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np
@@ -225,11 +225,6 @@ def run_worker(framework, config, args):
            "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--gen-tokens", str(args.gen_tokens), "--clock", args.clock]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    # glibc returns freed heap tops and mmapped blocks (> 128 KiB at first) to the kernel; every
-    # step's fresh activations then page-fault back in (medium: ~42 k faults, ~15 % of the
-    # 1-thread step's CPU). Keep them: blocks up to 32 MiB (the maximum) from the heap, no trim.
-    env.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432:"
-                                     "glibc.malloc.trim_threshold=4294967295")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
