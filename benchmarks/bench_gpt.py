@@ -237,9 +237,10 @@ def run_worker(framework, config, args):
     # minigrad sets OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 itself when imported (two
     # thread pools whose idle workers would otherwise spin on each other's cores); --spin undoes it.
     # torch runs with its own defaults unless --torch-passive gives it the same settings.
+    # (This script imports numpy before minigrad, so the worker's environment carries them.)
     if args.spin:
         env.update(OMP_WAIT_POLICY="ACTIVE", OPENBLAS_THREAD_TIMEOUT="28")
-    elif framework == "torch" and args.torch_passive:
+    elif framework == "minigrad" or args.torch_passive:
         env.update(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
