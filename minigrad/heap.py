@@ -7,9 +7,9 @@ medium GPT step: ~70 MB in blocks of 1-16 MB), so each step first-touches them a
 fault plus zeroing per 4 KiB page, ~18 000 faults per medium step, 5 % of its CPU time.
 `keep_freed_memory()` serves blocks up to `max_block` from the heap and keeps up to `keep` bytes
 of freed heap mapped, so the next step reuses warm pages. Every `Optimizer` calls it when built
-(training is what re-allocates per step); inference alone leaves malloc alone. The price: the process keeps its peak
-heap size mapped (RSS does not shrink after the peak) until exit. MINIGRAD_KEEP_FREED_MEMORY=0 in
-the environment turns it off.
+(training is what re-allocates per step); inference alone leaves malloc alone. The price: the
+process keeps its peak heap size mapped (RSS does not shrink after the peak) until exit.
+MINIGRAD_KEEP_FREED_MEMORY=0 in the environment turns it off.
 
 Measured (medium GPT training step, 2 threads, shared machine, 3 interleaved runs of 5 steps):
 median 2370 -> 2250 ms; minor page faults per step 16 000 -> 200; peak RSS unchanged (600 MB).
