@@ -166,3 +166,21 @@ def test_grad_mode_is_per_thread():
     finally:
         release.set()
         t.join()
+
+
+def test_kernel_threads_overrides_and_restores():
+    from minigrad import threads
+
+    threads.set_num_threads(2)
+    with threads.kernel_threads(1):
+        threads.sync_thread()                     # what every op calls: must not undo the override
+        assert _threads.get_threads() == 1
+        with threads.kernel_threads(3):
+            assert _threads.get_threads() == 3
+        assert _threads.get_threads() == 1
+        mg.tensor([1.0, 2.0]).exp()
+        assert _threads.get_threads() == 1
+    assert _threads.get_threads() == 2
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        with threads.kernel_threads(0):
+            pass
