@@ -13,11 +13,7 @@ import os
 import sys
 import time
 
-# OpenBLAS workers busy-wait ~0.1 s after every GEMM (OPENBLAS_THREAD_TIMEOUT default 28, i.e.
-# 2^28 cycles). On 2 cores that worker then takes a core from the OpenMP kernels that follow the
-# GEMMs (measured: ~1/3 of the WKV7 kernels' CPU time went to it; docs/rwkv7_kernels.md, third
-# pass). 4 = sleep at once (18, ~0.1 ms of spinning, was no better). minigrad/__init__.py sets the
-# same, but this script imports numpy (which loads OpenBLAS) first; an explicit setting wins.
+# What `import minigrad` sets (minigrad/__init__.py); numpy, imported first here, loads OpenBLAS.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np

@@ -75,8 +75,8 @@ def kernel_threads(n):
     """Run the calling thread's OpenMP kernels on `n` threads inside the block.
 
     For decoding one token at a time: each kernel then handles a row or two, and waking a sleeping
-    second thread (passive waits) costs more than the work (small GPT decoding, 2 -> 1 thread:
-    229 -> 775 tokens/s).
+    second thread (passive waits) costs more than the work (small GPT decoding, B = 1, 2 -> 1
+    thread: 229 -> 517-658 tokens/s; docs/gpt.md).
     """
     n = int(n)
     if n < 1:
@@ -88,9 +88,9 @@ def kernel_threads(n):
         yield
     finally:
         _local.override = prev
-        restore = prev if prev is not None else get_num_threads()
-        _threads.set_threads(restore)
-        _local.n = restore if prev is None else getattr(_local, "n", None)
+        if prev is None:                         # back to the library-wide size
+            prev = _local.n = get_num_threads()
+        _threads.set_threads(prev)
 
 
 def get_num_threads():

@@ -111,11 +111,6 @@ MG_CLONES static void mg_exp_affine_f(const float* x, float* y, long n, float a,
     for (long j = 0; j < n; j++) y[j] = w * mg_expf(a * x[j] - m);
 }
 
-/* x_j *= a */
-MG_CLONES static void mg_scale_f(float* x, long n, float a) {
-    for (long j = 0; j < n; j++) x[j] *= a;
-}
-
 /* p_j = exp(a s_j - l);  dp_j = a p_j (dp_j - d);  s_j = p_j */
 MG_CLONES static void mg_softmax_grad_row_f(float* s, float* dp, long n, float a, float l, float d) {
     for (long j = 0; j < n; j++) {

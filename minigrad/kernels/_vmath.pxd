@@ -10,5 +10,4 @@ cdef extern from "_vmath.h" nogil:
     float mg_sum_exp_f(const float* x, long n, float m)
     float mg_exp_sum_f(float* x, long n, float m)
     void mg_exp_affine_f(const float* x, float* y, long n, float a, float m, float w)
-    void mg_scale_f(float* x, long n, float a)
     void mg_softmax_grad_row_f(float* s, float* dp, long n, float a, float l, float d)
