@@ -227,14 +227,28 @@ ATTN_SHAPES = [  # B, Hq, Hkv, T, hd
 ]
 
 
-@pytest.fixture(params=[(64, 256), (4, 3), (3, 8)], ids=["default-blocks", "blocks-4x3", "blocks-3x8"])
+@pytest.fixture(params=[(64, None, 16), (64, 256, 1), (4, 3, 1), (3, 8, 10 ** 9)],
+                ids=["default-blocks", "blocks-64x256-keys-transposed", "blocks-4x3-keys-transposed",
+                     "blocks-3x8-keys-as-stored"])
 def driver(request):
     """Block sizes (query rows, keys): the defaults, and small ones so that tiny inputs cross many
-    query and key blocks (the online-softmax rescaling, partial and fully masked key blocks)."""
-    old = attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS
-    attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS = request.param
+    query and key blocks (the online-softmax rescaling, partial and fully masked key blocks); and
+    the forward's two score paths (keys transposed first, or read as stored) on every shape."""
+    old = attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS, attention_kernels.TRANSPOSE_MIN_ROWS
+    rows, keys, attention_kernels.TRANSPOSE_MIN_ROWS = request.param
+    attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS = rows, keys
     yield request.param
-    attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS = old
+    attention_ops.BLOCK_ROWS, attention_ops.BLOCK_KEYS, attention_kernels.TRANSPOSE_MIN_ROWS = old
+
+
+def test_block_keys_for_keeps_block_products_small():
+    assert attention_kernels.block_keys_for(64, 64) == 192
+    assert attention_kernels.block_keys_for(64, 32) == 256
+    assert attention_kernels.block_keys_for(64, 128) == 64
+    assert attention_kernels.block_keys_for(64, 100000) == 64
+    for hd in (16, 32, 64, 80, 96, 128):
+        keys = attention_kernels.block_keys_for(64, hd)
+        assert keys % 64 == 0 and (keys == 64 or 64 * keys * hd <= attention_kernels.SMALL_GEMM_MNK)
 
 
 @pytest.mark.parametrize("B,Hq,Hkv,T,hd", ATTN_SHAPES)
@@ -289,11 +303,13 @@ def test_attention_inference_matches_training_path(driver):
             np.testing.assert_allclose(o, full[:, :, lo:t + 1], atol=1e-13)
 
 
+@pytest.mark.parametrize("transpose_from", [1, 10 ** 9])
 @pytest.mark.parametrize("blocks", [(64, 256), (2, 3)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_attention_kernel_with_past_keys(blocks, dtype):
+def test_attention_kernel_with_past_keys(blocks, dtype, transpose_from, monkeypatch):
     """The raw kernels with Tk > Tq (rows see past keys, as in decoding) against composed ops."""
     from minigrad.threads import serial_blas
+    monkeypatch.setattr(attention_kernels, "TRANSPOSE_MIN_ROWS", transpose_from)
     B, Hq, Hkv, Tq, Tk, hd = 2, 4, 2, 5, 9, 6
     q = leaf(randn(B, Hq, Tq, hd))
     k, v = leaf(randn(B, Hkv, Tk, hd, seed=1)), leaf(randn(B, Hkv, Tk, hd, seed=2))

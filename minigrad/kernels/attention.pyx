@@ -16,8 +16,12 @@ Backward, per (batch, kv head) -- the single writer of that head's gk, gv and of
 query-head group -- recomputing P = exp(S - lse) block by block, with D_i = go_i . o_i:
     dP = dO_blk V_blk^T,  dS = P (dP - D)
     gv_blk += P^T dO_blk,  gq_blk += scale dS K_blk,  gk_blk += scale dS^T Q_blk   (all BLAS)
+Both passes read the keys (and the backward the values) transposed, (hd, Tk) per kv head, so the
+score products are NN GEMMs that OpenBLAS runs unpacked (TRANSPOSE_MIN_ROWS, block_keys_for).
 Scratch per thread: BR x BC scores (two blocks in backward) + a BR x hd accumulator + O(BR)
-statistics, so memory beyond q, k, v, o is O(T) per head (lse) -- never T x T.
+statistics (backward: also the kv head's keys and values transposed, 2 x hd x Tk); the forward's
+transposed keys are one more k-sized array. So memory beyond q, k, v, o is O(T hd) per head --
+never T x T.
 The Python caller must run these kernels under `minigrad.threads.serial_blas()`: each OpenMP
 thread makes its own single-threaded BLAS calls.
 """
@@ -34,7 +38,19 @@ from minigrad.kernels._openmp cimport omp_get_max_threads, omp_get_thread_num
 from minigrad.kernels._vmath cimport mg_dot_f, mg_exp_sum_f, mg_max_f, mg_softmax_grad_row_f
 
 BLOCK_ROWS = 64     # query rows per block (BR)
-BLOCK_KEYS = 256    # keys per block (BC)
+BLOCK_KEYS = 256    # keys per block (BC) when the caller gives none; see block_keys_for
+# From this many query rows on, the forward transposes the keys first (the backward always does),
+# so the score products Q K^T and dO V^T are NN GEMMs: OpenBLAS sends small NN products to its
+# unpacked small-matrix kernels but not TN ones (Q K^T on row-major k) with an output over
+# 1200 elements, which pay for packing instead.
+TRANSPOSE_MIN_ROWS = 16
+SMALL_GEMM_MNK = 100 ** 3   # OpenBLAS's bound on M N K for its small-matrix kernels
+
+
+def block_keys_for(block_rows, hd):
+    """Keys per block: the largest multiple of 64 in [64, 256] with block_rows x keys x hd <=
+    SMALL_GEMM_MNK, so every block product stays on the small-matrix path (hd 64: 192; hd 32: 256)."""
+    return int(min(256, max(64, SMALL_GEMM_MNK // (max(block_rows, 1) * max(hd, 1)) // 64 * 64)))
 
 
 cdef inline floating _row_max(const floating* x, Py_ssize_t n) noexcept nogil:
@@ -92,11 +108,36 @@ cdef inline Py_ssize_t _visible(Py_ssize_t row, Py_ssize_t past, Py_ssize_t j0, 
     return max(0, min(nc, row + past + 1 - j0))
 
 
+cdef inline void _scores(const floating* q, Py_ssize_t qld, const floating* k, Py_ssize_t kld,
+                         const floating* kt, Py_ssize_t ktld, Py_ssize_t j0, Py_ssize_t nr,
+                         Py_ssize_t nc, Py_ssize_t hd, floating alpha, floating* s,
+                         Py_ssize_t sld) noexcept nogil:
+    """s (nr x nc) = alpha q k[j0:j0+nc]^T; from the transposed keys kt (hd, Tk) when given."""
+    if kt != NULL:
+        gemm(False, False, nr, nc, hd, alpha, q, qld, kt + j0, ktld, 0, s, sld)
+    else:
+        gemm(False, True, nr, nc, hd, alpha, q, qld, k + j0 * kld, kld, 0, s, sld)
+
+
+cdef inline void _transpose_rows(const floating* x, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t hd,
+                                 floating* xt) noexcept nogil:
+    """xt (hd, n) = x (n rows of hd, row stride ld) transposed, 16 rows at a time (those rows stay
+    in L1 while each xt row gets a contiguous run of 16)."""
+    cdef Py_ssize_t t0, t, d, t1
+    for t0 in range(0, n, 16):
+        t1 = min(t0 + 16, n)
+        for d in range(hd):
+            for t in range(t0, t1):
+                xt[d * n + t] = x[t * ld + d]
+
+
 cdef void _forward_rows(const floating* q, Py_ssize_t qld, const floating* k, Py_ssize_t kld,
+                        const floating* kt, Py_ssize_t ktld,
                         const floating* v, Py_ssize_t vld, floating* o, Py_ssize_t old, floating* lse,
                         Py_ssize_t i0, Py_ssize_t nr, Py_ssize_t past, Py_ssize_t hd, floating scale,
                         Py_ssize_t bc, floating* s, floating* acc, floating* m, floating* l) noexcept nogil:
-    """Query rows i0 .. i0+nr of one head; q, o, lse point at row 0, k and v at key 0."""
+    """Query rows i0 .. i0+nr of one head; q, o, lse point at row 0, k and v at key 0; kt (when not
+    NULL) is the head's keys transposed, (hd, Tk) with row stride ktld."""
     cdef Py_ssize_t kend = i0 + nr + past, j0 = 0, i, d, lim, nc
     cdef floating mx, corr, inv
     cdef floating* sr
@@ -105,7 +146,7 @@ cdef void _forward_rows(const floating* q, Py_ssize_t qld, const floating* k, Py
         l[i] = 0
     while j0 < kend:
         nc = min(bc, kend - j0)
-        gemm(False, True, nr, nc, hd, scale, q + i0 * qld, qld, k + j0 * kld, kld, 0, s, bc)
+        _scores(q + i0 * qld, qld, k, kld, kt, ktld, j0, nr, nc, hd, scale, s, bc)
         for i in range(nr):
             sr = s + i * bc
             lim = _visible(i0 + i, past, j0, nc)
@@ -128,14 +169,16 @@ cdef void _forward_rows(const floating* q, Py_ssize_t qld, const floating* k, Py
 
 
 cdef void _backward_rows(const floating* q, Py_ssize_t qld, const floating* k, Py_ssize_t kld,
-                         const floating* v, Py_ssize_t vld, const floating* o, Py_ssize_t old,
+                         const floating* v, Py_ssize_t vld, const floating* kt, const floating* vt,
+                         Py_ssize_t ktld, const floating* o, Py_ssize_t old,
                          const floating* go, Py_ssize_t gold, floating* gq, Py_ssize_t gqld,
                          floating* gk, Py_ssize_t gkld, floating* gv, Py_ssize_t gvld,
                          const floating* lse, Py_ssize_t i0, Py_ssize_t nr, Py_ssize_t past,
                          Py_ssize_t hd, floating scale, Py_ssize_t bc,
                          floating* s, floating* dp, floating* dd) noexcept nogil:
     """Gradient contributions of query rows i0 .. i0+nr of one head (pointers at row / key 0):
-    writes gq of those rows, adds into gk and gv of the keys they see."""
+    writes gq of those rows, adds into gk and gv of the keys they see. kt, vt (when not NULL):
+    the head's keys and values transposed, (hd, Tk) with row stride ktld."""
     cdef Py_ssize_t kend = i0 + nr + past, j0 = 0, i, lim, nc
     cdef const floating* q_blk = q + i0 * qld
     cdef const floating* go_blk = go + i0 * gold
@@ -143,8 +186,8 @@ cdef void _backward_rows(const floating* q, Py_ssize_t qld, const floating* k, P
         dd[i] = _dot(go + (i0 + i) * gold, o + (i0 + i) * old, hd)
     while j0 < kend:
         nc = min(bc, kend - j0)
-        gemm(False, True, nr, nc, hd, 1, q_blk, qld, k + j0 * kld, kld, 0, s, bc)
-        gemm(False, True, nr, nc, hd, 1, go_blk, gold, v + j0 * vld, vld, 0, dp, bc)
+        _scores(q_blk, qld, k, kld, kt, ktld, j0, nr, nc, hd, 1, s, bc)
+        _scores(go_blk, gold, v, vld, vt, ktld, j0, nr, nc, hd, 1, dp, bc)
         for i in range(nr):
             lim = _visible(i0 + i, past, j0, nc)
             _softmax_grad_row(s + i * bc, dp + i * bc, lim, scale, lse[i0 + i], dd[i])
@@ -217,19 +260,29 @@ def attention_forward(const floating[:, :, :, :] q, const floating[:, :, :, :] k
     cdef Py_ssize_t qld_ = qld, kld_ = kld, vld_ = vld, old_ = old
     dtype = np.float32 if floating is float else np.float64
     cdef floating[:, ::1] scratch = _scratch(br * bc + br * hd + 2 * br, dtype)
+    # keys transposed once per kv head, (B * Hkv, hd, Tk), so Q K^T is a plain NN product (see
+    # TRANSPOSE_MIN_ROWS); decoding (few query rows) reads k as it is
+    cdef bint transpose = Tq >= TRANSPOSE_MIN_ROWS
+    cdef Py_ssize_t Tk = k.shape[2]
+    cdef floating[:, :, ::1] kt_all = np.empty((B * Hkv if transpose else 0, hd, Tk), dtype)
     cdef const floating* qp = &q[0, 0, 0, 0]
     cdef const floating* kp = &k[0, 0, 0, 0]
     cdef const floating* vp = &v[0, 0, 0, 0]
     cdef floating* op = &o[0, 0, 0, 0]
     cdef floating* lp = &lse[0, 0, 0]
+    cdef floating* ktp = &kt_all[0, 0, 0] if transpose else NULL
     cdef floating* buf = NULL
     with nogil, parallel():
         buf = &scratch[omp_get_thread_num(), 0]
+        if transpose:
+            for u in prange(B * Hkv, schedule="static"):
+                _transpose_rows(kp + (u // Hkv) * ks0 + (u % Hkv) * ks1, kld_, Tk, hd, ktp + u * hd * Tk)
         for u in prange(B * Hq * nqb, schedule="dynamic"):
             i0 = (nqb - 1 - u % nqb) * br          # the longest (last) row blocks first
             h = (u // nqb) % Hq
             b = u // (nqb * Hq)
             _forward_rows(qp + b * qs0 + h * qs1, qld_, kp + b * ks0 + (h // group) * ks1, kld_,
+                          ktp + (b * Hkv + h // group) * hd * Tk if transpose else NULL, Tk,
                           vp + b * vs0 + (h // group) * vs1, vld_, op + b * os0 + h * os1, old_,
                           lp + (b * Hq + h) * Tq, i0, min(br, Tq - i0), past, hd, <floating>scale, bc,
                           buf, buf + br * bc, buf + br * bc + br * hd, buf + br * bc + br * hd + br)
@@ -266,7 +319,8 @@ def attention_backward(const floating[:, :, :, :] q, const floating[:, :, :, :] 
     s_gk[:] = [_elements(gk, 0, isz), _elements(gk, 1, isz)]
     s_gv[:] = [_elements(gv, 0, isz), _elements(gv, 1, isz)]
     dtype = np.float32 if floating is float else np.float64
-    cdef floating[:, ::1] scratch = _scratch(2 * br * bc + br, dtype)
+    # per thread: two score blocks, D, and the kv head's keys and values transposed (hd, Tk)
+    cdef floating[:, ::1] scratch = _scratch(2 * br * bc + br + 2 * hd * Tk, dtype)
     cdef const floating* qp = &q[0, 0, 0, 0]
     cdef const floating* kp = &k[0, 0, 0, 0]
     cdef const floating* vp = &v[0, 0, 0, 0]
@@ -278,11 +332,17 @@ def attention_backward(const floating[:, :, :, :] q, const floating[:, :, :, :] 
     cdef floating* gk_head
     cdef floating* gv_head
     cdef floating* buf = NULL
+    cdef floating* kt = NULL
+    cdef floating* vt = NULL
     with nogil, parallel():
         buf = &scratch[omp_get_thread_num(), 0]
+        kt = buf + 2 * br * bc + br
+        vt = kt + hd * Tk
         for u in prange(B * Hkv, schedule="dynamic"):
             b = u // Hkv
             hk = u % Hkv
+            _transpose_rows(kp + b * s_k[0] + hk * s_k[1], kld, Tk, hd, kt)
+            _transpose_rows(vp + b * s_v[0] + hk * s_v[1], vld, Tk, hd, vt)
             gk_head = gkp + b * s_gk[0] + hk * s_gk[1]
             gv_head = gvp + b * s_gv[0] + hk * s_gv[1]
             for t in range(Tk):
@@ -294,7 +354,7 @@ def attention_backward(const floating[:, :, :, :] q, const floating[:, :, :, :] 
                     i0 = qb * br
                     _backward_rows(qp + b * s_q[0] + h * s_q[1], qld,
                                    kp + b * s_k[0] + hk * s_k[1], kld,
-                                   vp + b * s_v[0] + hk * s_v[1], vld,
+                                   vp + b * s_v[0] + hk * s_v[1], vld, kt, vt, Tk,
                                    op + b * s_o[0] + h * s_o[1], old,
                                    gop + b * s_go[0] + h * s_go[1], gold,
                                    gqp + b * s_gq[0] + h * s_gq[1], gqld, gk_head, gkld, gv_head, gvld,

@@ -8,7 +8,8 @@ lse (B, Hq, T) are kept for backward, which recomputes the probabilities block b
 One nogil kernel does the work: prange over (batch, head, query block) forward and over
 (batch, kv head) backward, each thread making its own single-threaded BLAS calls for the block
 products (hence `serial_blas()` around the calls). Block sizes: `BLOCK_ROWS` query rows x
-`BLOCK_KEYS` keys (module attributes here, so tests can force many blocks on tiny inputs).
+`BLOCK_KEYS` keys (module attributes here, so tests can force many blocks on tiny inputs; None
+keys: `kernels.attention.block_keys_for(BLOCK_ROWS, hd)`, 192 at hd 64).
 """
 import math
 
@@ -20,7 +21,7 @@ from minigrad.kernels.validate import check_finite_scalar, check_float
 from minigrad.threads import serial_blas
 
 BLOCK_ROWS = _k.BLOCK_ROWS
-BLOCK_KEYS = _k.BLOCK_KEYS
+BLOCK_KEYS = None
 _LAYOUTS = ("bhtd", "bthd")
 
 
@@ -60,7 +61,7 @@ def attention_forward_arrays(q4, k4, v4, scale):
     o4 = np.empty_like(q4)                      # keeps q's memory layout
     lse = np.empty((B, Hq, Tq), q4.dtype)
     with serial_blas():
-        _k.attention_forward(q4, k4, v4, o4, lse, scale, BLOCK_ROWS, BLOCK_KEYS)
+        _k.attention_forward(q4, k4, v4, o4, lse, scale, *_blocks(hd))
     return o4, lse
 
 
@@ -89,8 +90,13 @@ class CausalAttention(Function):
         grads = [_as_bhtd(x, layout) for x in (gq, gk, gv)]
         with serial_blas():
             _k.attention_backward(*args, lse, _as_bhtd(np.ascontiguousarray(go), layout), *grads,
-                                  ctx.scale, BLOCK_ROWS, BLOCK_KEYS)
+                                  ctx.scale, *_blocks(q.shape[-1]))
         return gq, gk, gv, None, None
+
+
+def _blocks(hd):
+    """(query rows, keys) per block for head size hd."""
+    return BLOCK_ROWS, BLOCK_KEYS or _k.block_keys_for(BLOCK_ROWS, hd)
 
 
 def _scale(scale, hd):
