@@ -88,7 +88,7 @@ def kernel_calls(dt, seed=0):
     calls["layer_norm.layer_norm_forward"] = Call(
         layer_norm.layer_norm_forward, A(r(N, C)), A(r(C)), A(r(C)), D(1e-5), O(e(N, C)), O(e(N)), O(e(N))
     )
-    nth = layer_norm.num_threads()
+    nth = layer_norm.grad_blocks()
     calls["layer_norm.layer_norm_backward"] = Call(
         layer_norm.layer_norm_backward,
         A(r(N, C)),

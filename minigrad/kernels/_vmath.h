@@ -86,6 +86,29 @@ MG_CLONES static float mg_dot3_f(const float* a, const float* b, const float* c,
     return s;
 }
 
+MG_CLONES static float mg_sum_f(const float* x, long n) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += x[j];
+    return s;
+}
+
+/* sum_j (x_j - mu)^2 */
+MG_CLONES static float mg_sum_sqdev_f(const float* x, long n, float mu) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += (x[j] - mu) * (x[j] - mu);
+    return s;
+}
+
+/* sum_j a_j b_j (x_j - mu) */
+MG_CLONES static float mg_dot_centered_f(const float* a, const float* b, const float* x, long n, float mu) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += a[j] * b[j] * (x[j] - mu);
+    return s;
+}
+
 /* sum_j exp(x_j - m) */
 MG_CLONES static float mg_sum_exp_f(const float* x, long n, float m) {
     float s = 0.0f;

@@ -467,7 +467,7 @@ class LayerNorm(Function):
         need = ctx.needs_input_grad
         gy2 = np.ascontiguousarray(gy).reshape(x2.shape)
         gx = np.empty_like(x2)
-        acc = np.empty((_ln.num_threads(), 2, x2.shape[1]), x2.dtype)
+        acc = np.empty((_ln.grad_blocks(), 2, x2.shape[1]), x2.dtype)
         _ln.layer_norm_backward(gy2, x2, weight, mean, rstd, gx, acc, need[0])
         gw, gb = acc.sum(0)
         return (gx.reshape(x.shape) if need[0] else None, gw if need[1] else None,
