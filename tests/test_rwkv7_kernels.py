@@ -132,3 +132,21 @@ def test_in_place_edit_of_a_saved_input_is_detected():
         x += 1
     with pytest.raises(RuntimeError, match="modified in place"):
         y.sum().backward()
+
+
+def test_float32_tanh_kernel_within_two_ulp():
+    """The decay LoRA's tanh (kernels/_fastmath.pxd mg_tanhf: series below |x| 0.55, exp form
+    above) against float64 tanh, over both branches, the switch point, tiny and huge inputs."""
+    from minigrad.kernels import rwkv7_time_mix as tm
+    x = np.concatenate([np.linspace(-12, 12, 200_000), np.linspace(-0.6, 0.6, 200_000),
+                        np.linspace(-1e-4, 1e-4, 1_000), [0.55, -0.55, 1e-30, -1e-30, 88.0, -300.0]])
+    x = np.resize(x.astype(np.float32), (len(x) + 63) // 64 * 64)
+    h = x.reshape(-1, 64).copy()
+    tm.tanh_forward(h)
+    ref = np.tanh(x.astype(np.float64))
+    ulps = np.abs(h.ravel() - ref) / np.spacing(np.abs(ref).astype(np.float32))
+    assert ulps.max() <= 2.0
+    special = np.array([[np.nan, np.inf, -np.inf, 0.0, -0.0] + [0.0] * 59], np.float32)
+    tm.tanh_forward(special)
+    assert np.isnan(special[0, 0]) and special[0, 1] == 1 and special[0, 2] == -1
+    assert special[0, 3] == 0 and np.signbit(special[0, 4])

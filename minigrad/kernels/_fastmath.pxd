@@ -1,10 +1,11 @@
-# Vectorisable float32 exp for the RWKV-7 elementwise kernels (no -ffast-math needed).
+# Vectorisable float32 exp and tanh for the RWKV-7 elementwise kernels (no -ffast-math needed).
 # Branch-free Cody-Waite reduction + the Cephes expf polynomial: within ~2 ulp of expf on the
 # clamped range [-87, 88] (outside it the argument is clamped: exp(-87) ~ 1.6e-38, exp(88) ~
 # 1.7e38, which only matters inside sigmoids, where both ends are already exact). Being plain
 # arithmetic, gcc vectorises loops that call it; float64 kernels keep libm's exp.
 cdef extern from *:
     """
+    #include <math.h>
     #include <string.h>
     static inline float mg_expf(float x) {
         x = x > 88.0f ? 88.0f : x;
@@ -24,5 +25,25 @@ cdef extern from *:
         memcpy(&scale, &bits, sizeof scale);
         return p * scale;
     }
+    /* tanh, branch-free (both halves computed, one selected), so loops calling it vectorise:
+       |x| < 0.55: the odd Taylor series to x^17 (next term < 1e-8 relative there);
+       otherwise 1 - 2 / (e^(2|x|) + 1), |x| clamped at 10 (tanh rounds to 1 in float32). */
+    static inline float mg_tanhf(float x) {
+        float a = fabsf(x);
+        float e = mg_expf(2.0f * (a > 10.0f ? 10.0f : a));
+        float big = 1.0f - 2.0f / (e + 1.0f);
+        float z = a * a;
+        float p = 6404582.0f / 10854718875.0f;
+        p = p * z - 929569.0f / 638512875.0f;
+        p = p * z + 21844.0f / 6081075.0f;
+        p = p * z - 1382.0f / 155925.0f;
+        p = p * z + 62.0f / 2835.0f;
+        p = p * z - 17.0f / 315.0f;
+        p = p * z + 2.0f / 15.0f;
+        p = p * z - 1.0f / 3.0f;
+        float small = a + a * z * p;
+        return copysignf(a < 0.55f ? small : big, x);
+    }
     """
     float mg_expf(float x) noexcept nogil
+    float mg_tanhf(float x) noexcept nogil

@@ -9,9 +9,9 @@ per-thread accumulators `acc` of shape (nthreads, P, C) that the caller sums ove
 """
 from cython cimport floating
 from cython.parallel cimport prange
-from libc.math cimport exp, sqrt, tanh, tanhf
+from libc.math cimport exp, sqrt, tanh
 
-from minigrad.kernels._fastmath cimport mg_expf
+from minigrad.kernels._fastmath cimport mg_expf, mg_tanhf
 from minigrad.kernels._openmp cimport omp_get_max_threads
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
@@ -37,8 +37,9 @@ cdef inline floating _sigmoid(floating z) noexcept nogil:
 
 
 cdef inline floating _tanh(floating z) noexcept nogil:
+    """float32: the vectorisable mg_tanhf; float64: libm tanh."""
     if floating is float:
-        return tanhf(z)
+        return mg_tanhf(z)
     else:
         return tanh(z)
 
@@ -64,7 +65,7 @@ def tanh_forward(floating[:, ::1] h):
     check_kernel_args("tanh_forward", "h:*,*", h)
     cdef Py_ssize_t M = h.shape[0], D = h.shape[1], m, d
     with nogil:
-        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
+        for m in prange(M, schedule="dynamic", chunksize=32, use_threads_if=M >= PARALLEL_MIN_ROWS):
             for d in range(D):
                 h[m, d] = _tanh(h[m, d])
 
