@@ -83,6 +83,28 @@ def fp32_matches_fp64(fn, *arrays, rtol=1e-4, atol=1e-5):
             np.testing.assert_allclose(a.data, b.data, rtol=rtol, atol=atol)
 
 
+def check_thread_count_invariance(model, idx, counts=(1, 2, 3)):
+    """An fp64 model's logits and every parameter gradient of sum(logits^2) agree across OpenMP
+    thread counts (rows enough for the kernels' parallel paths): catches races between threads."""
+    from minigrad.threads import get_num_threads, set_num_threads
+    before, results = get_num_threads(), []
+    try:
+        for n in counts:
+            set_num_threads(n)
+            model.zero_grad()
+            logits = model(idx)
+            (logits * logits).sum().backward()
+            results.append((logits.numpy().copy(),
+                            {k: p.grad.numpy().copy() for k, p in model.named_parameters()}))
+    finally:
+        set_num_threads(before)
+    for logits, grads in results[1:]:
+        np.testing.assert_allclose(logits, results[0][0], rtol=1e-11, atol=1e-11)
+        for name, g in results[0][1].items():
+            np.testing.assert_allclose(grads[name], g, rtol=1e-9, atol=1e-10 * max(np.abs(g).max(), 1.0),
+                                       err_msg=name)
+
+
 def _dump():
     path = os.environ.get("MINIGRAD_GRADCHECK_REPORT")
     if path and WORST:

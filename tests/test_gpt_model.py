@@ -7,7 +7,7 @@ import minigrad as mg
 from minigrad import functional as F
 from minigrad.autograd import gradcheck
 from minigrad.models import GPT, GPTConfig
-from tests.op_helpers import record
+from tests.op_helpers import check_thread_count_invariance, record
 
 
 def tiny(tied, dtype=np.float64, **kw):
@@ -230,3 +230,11 @@ def test_keep_freed_memory_is_idempotent():
     from minigrad.heap import keep_freed_memory
     first = keep_freed_memory()
     assert isinstance(first, bool) and keep_freed_memory() is first
+
+
+def test_threads_agree_on_parallel_sizes():
+    """B x T = 160 rows: the kernels' parallel paths, attention's transposed keys (see op_helpers)."""
+    mg.manual_seed(3)
+    model = GPT(GPTConfig(vocab_size=13, d_model=16, n_layer=2, n_head=4, n_kv_head=2, ffn_hidden=24,
+                          max_seq_len=64, tie_embeddings=False), dtype=np.float64)
+    check_thread_count_invariance(model, np.random.default_rng(4).integers(0, 13, (4, 40)))

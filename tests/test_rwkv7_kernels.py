@@ -135,7 +135,7 @@ def test_in_place_edit_of_a_saved_input_is_detected():
 
 
 def test_float32_tanh_kernel_within_two_ulp():
-    """The decay LoRA's tanh (kernels/_fastmath.pxd mg_tanhf: series below |x| 0.55, exp form
+    """The decay LoRA's tanh (kernels/_vmath.h mg_tanhf: series below |x| 0.55, exp form
     above) against float64 tanh, over both branches, the switch point, tiny and huge inputs."""
     from minigrad.kernels import rwkv7_time_mix as tm
     x = np.concatenate([np.linspace(-12, 12, 200_000), np.linspace(-0.6, 0.6, 200_000),

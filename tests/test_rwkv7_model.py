@@ -15,6 +15,8 @@ from minigrad.models.rwkv7_init import expected_shapes, official_init
 sys.path.insert(0, os.path.dirname(__file__))
 from rwkv7_numpy_reference import reference_forward  # noqa: E402
 
+from tests.op_helpers import check_thread_count_invariance  # noqa: E402
+
 TINY = dict(vocab_size=7, d_model=8, n_layer=2, head_size=4, d_decay_lora=3, d_aaa_lora=4, d_mv_lora=2,
             d_gate_lora=5, ffn_hidden=12)
 SMALL = dict(vocab_size=11, d_model=12, n_layer=3, head_size=4, d_decay_lora=3, d_aaa_lora=5, d_mv_lora=2,
@@ -294,3 +296,10 @@ def test_clear_errors():
         model(tokens(SMALL, 2, 2), state=state32)
     with pytest.raises(TypeError, match="RWKV7Config"):
         RWKV7(dict(SMALL))
+
+
+def test_threads_agree_on_parallel_sizes():
+    """B x T = 160 rows: the row kernels' parallel path (see op_helpers)."""
+    cfg = dict(SMALL, d_model=16, head_size=8)
+    model, _ = make(cfg, seed=5)
+    check_thread_count_invariance(model, tokens(cfg, 4, 40, seed=6))

@@ -151,19 +151,43 @@ def test_every_gradient_matches_central_differences(case):
     assert errors[worst] < TOL, f"{case}: worst {worst} rel err {errors[worst]:.2e}; all {errors}"
 
 
-def test_fp32_matches_fp64():
-    p, inputs = make_case(2, 7, 2, 8, 1, (4, 4, 4, 4), seed=3)
-    res = {}
-    for dt in (np.float32, np.float64):
-        outs, tp, ti = run_fused(p, inputs, 1, 8, dtype=dt)
-        (outs[0] * outs[0]).sum().backward()
-        res[dt] = ([o.numpy().astype(np.float64) for o in outs[:3]],
-                   {k: t.grad.numpy().astype(np.float64) for k, t in {**tp, **ti}.items()})
+def _run_case_outputs_and_grads(p, inputs, dtype):
+    outs, tp, ti = run_fused(p, inputs, 1, 8, dtype=dtype)
+    (outs[0] * outs[0]).sum().backward()
+    return ([o.numpy().astype(np.float64) for o in outs[:3]],
+            {k: t.grad.numpy().astype(np.float64) for k, t in {**tp, **ti}.items()})
+
+
+# B x T rows: 14 runs the row kernels serially, 512 in parallel (PARALLEL_MIN_ROWS is 64)
+@pytest.mark.parametrize("B,T", [(2, 7), (8, 64)])
+def test_fp32_matches_fp64(B, T):
+    p, inputs = make_case(B, T, 2, 8, 1, (4, 4, 4, 4), seed=3)
+    res = {dt: _run_case_outputs_and_grads(p, inputs, dt) for dt in (np.float32, np.float64)}
     for o32, o64 in zip(res[np.float32][0], res[np.float64][0]):
         np.testing.assert_allclose(o32, o64, rtol=2e-4, atol=2e-4 * np.abs(o64).max())
     for name, g64 in res[np.float64][1].items():
         g32 = res[np.float32][1][name]
         assert np.abs(g32 - g64).max() <= 1e-3 * max(np.abs(g64).max(), 1e-6), name
+
+
+def test_one_and_two_threads_agree():
+    """fp64 results on parallel sizes do not depend on the thread count (catches races between
+    the threads of a row kernel)."""
+    from minigrad.threads import get_num_threads, set_num_threads
+    p, inputs = make_case(8, 64, 2, 8, 1, (4, 4, 4, 4), seed=4)
+    before, res = get_num_threads(), []
+    try:
+        for n in (1, 2, 3):
+            set_num_threads(n)
+            res.append(_run_case_outputs_and_grads(p, inputs, np.float64))
+    finally:
+        set_num_threads(before)
+    for other in res[1:]:
+        for a, b in zip(res[0][0], other[0]):
+            np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+        for name, g in res[0][1].items():
+            np.testing.assert_allclose(other[1][name], g, rtol=1e-9, atol=1e-10 * max(np.abs(g).max(), 1),
+                                       err_msg=name)
 
 
 def test_pieces_with_carried_state_equal_whole_sequence():

@@ -1,4 +1,4 @@
-/* Vectorisable exp for the fused kernels (no -ffast-math needed).
+/* Vectorisable exp and tanh for the fused kernels (no -ffast-math needed).
  *
  * glibc's expf is a scalar call, so loops around it never vectorise; mg_expf is branch-free
  * arithmetic that gcc/clang vectorise at -O3: x = n ln2 + r with n = round(x / ln2) (the
@@ -30,6 +30,26 @@ static inline float mg_expf(float x) {
     union { float f; int32_t i; } s;
     s.i = ((int32_t)n + 127) << 23;
     return p * s.f;
+}
+
+/* tanh, branch-free (both halves computed, one selected), so loops calling it vectorise:
+ * |x| < 0.55: the odd Taylor series to x^17 (next term < 1e-8 relative there); otherwise
+ * 1 - 2 / (e^(2|x|) + 1), |x| clamped at 10 (tanh rounds to 1 in float32). <= 1.5 ulp. */
+static inline float mg_tanhf(float x) {
+    float a = fabsf(x);
+    float e = mg_expf(2.0f * (a > 10.0f ? 10.0f : a));
+    float big = 1.0f - 2.0f / (e + 1.0f);
+    float z = a * a;
+    float p = 6404582.0f / 10854718875.0f;
+    p = p * z - 929569.0f / 638512875.0f;
+    p = p * z + 21844.0f / 6081075.0f;
+    p = p * z - 1382.0f / 155925.0f;
+    p = p * z + 62.0f / 2835.0f;
+    p = p * z - 17.0f / 315.0f;
+    p = p * z + 2.0f / 15.0f;
+    p = p * z - 1.0f / 3.0f;
+    float small = a + a * z * p;
+    return copysignf(a < 0.55f ? small : big, x);
 }
 
 /* Row helpers for float32 kernels. A build for the local CPU (-march=native, which defines __AVX2__
@@ -106,6 +126,15 @@ MG_CLONES static float mg_dot_centered_f(const float* a, const float* b, const f
     float s = 0.0f;
     MG_SIMD_SUM
     for (long j = 0; j < n; j++) s += a[j] * b[j] * (x[j] - mu);
+    return s;
+}
+
+/* sum_j a_j b_j c_j (x_j - mu) */
+MG_CLONES static float mg_dot4_centered_f(const float* a, const float* b, const float* c, const float* x,
+                                          long n, float mu) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += a[j] * b[j] * c[j] * (x[j] - mu);
     return s;
 }
 

@@ -11,8 +11,9 @@ from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, tanh
 
-from minigrad.kernels._fastmath cimport mg_expf, mg_tanhf
 from minigrad.kernels._openmp cimport omp_get_max_threads
+from minigrad.kernels._vmath cimport (mg_dot3_f, mg_dot4_centered_f, mg_expf, mg_sum_f,
+                                      mg_sum_sqdev_f, mg_tanhf)
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 cdef double DECAY_SCALE = exp(-0.5)   # w = exp(-exp(-0.5) * sigmoid(z)), the exact x070 constant
@@ -309,6 +310,30 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
                         gvo[c] = gvr[c]
 
 
+cdef inline void _head_stats(const floating* y, const floating* r, const floating* kmod,
+                             const floating* r_k, Py_ssize_t N, double eps, floating* mean,
+                             floating* rstd, floating* bonus) noexcept nogil:
+    """One head of one row: mean, rstd (two-pass biased variance) of y; bonus = sum r kmod r_k.
+    float32 reduces in vector lanes (_vmath.h), float64 in scalar double loops."""
+    cdef Py_ssize_t n
+    cdef double mu = 0.0, var = 0.0, bo = 0.0
+    if floating is float:
+        mu = mg_sum_f(y, N) / N
+        var = mg_sum_sqdev_f(y, N, <float>mu) / N
+        bo = mg_dot3_f(r, kmod, r_k, N)
+    else:
+        for n in range(N):
+            mu = mu + y[n]
+            bo = bo + r[n] * kmod[n] * r_k[n]
+        mu = mu / N
+        for n in range(N):
+            var = var + (y[n] - mu) * (y[n] - mu)
+        var = var / N
+    mean[0] = <floating>mu
+    rstd[0] = <floating>(1.0 / sqrt(var + eps))
+    bonus[0] = <floating>bo
+
+
 # y: (M, C) WKV output; r, kmod, vres, g: (M, C); r_k, ln_w, ln_b: (C,)
 # -> u: (M, C) (the input of the output projection); mean, rstd, bonus: (M, H)
 def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
@@ -324,30 +349,41 @@ def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
     _check_heads("time_mix_output_forward", y.shape[1], H)
     check_kernel_args("time_mix_output_forward", "mean:M,H rstd:M,H bonus:M,H", mean, rstd, bonus,
                       M=y.shape[0], H=H)
-    cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H, m, h, n, c
-    cdef double mu, var, d, rs, bo
+    cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H, m, h, c, c0
+    cdef floating mu, rs, bo
     with nogil:
-        for m in prange(M, schedule="static", use_threads_if=M >= PARALLEL_MIN_ROWS):
+        for m in prange(M, schedule="dynamic", chunksize=16, use_threads_if=M >= PARALLEL_MIN_ROWS):
             for h in range(H):
-                mu = 0.0
-                bo = 0.0
-                for n in range(N):
-                    c = h * N + n
-                    mu = mu + y[m, c]
-                    bo = bo + <double>r[m, c] * kmod[m, c] * r_k[c]
-                mu = mu / N
-                var = 0.0
-                for n in range(N):
-                    d = y[m, h * N + n] - mu
-                    var = var + d * d
-                rs = 1.0 / sqrt(var / N + eps)
-                mean[m, h] = <floating>mu
-                rstd[m, h] = <floating>rs
-                bonus[m, h] = <floating>bo
-                for n in range(N):
-                    c = h * N + n
-                    u[m, c] = <floating>((((y[m, c] - mu) * rs) * ln_w[c] + ln_b[c] + bo * vres[m, c])
-                                         * g[m, c])
+                c0 = h * N
+                _head_stats(&y[m, c0], &r[m, c0], &kmod[m, c0], &r_k[c0], N, eps,
+                            &mean[m, h], &rstd[m, h], &bonus[m, h])
+                mu, rs, bo = mean[m, h], rstd[m, h], bonus[m, h]
+                for c in range(c0, c0 + N):
+                    u[m, c] = ((y[m, c] - mu) * rs * ln_w[c] + ln_b[c] + bo * vres[m, c]) * g[m, c]
+
+
+cdef inline double _sum3(const floating* a, const floating* b, const floating* c,
+                         Py_ssize_t n) noexcept nogil:
+    """sum_j a_j b_j c_j (float32: in vector lanes)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if floating is float:
+        return mg_dot3_f(a, b, c, n)
+    for j in range(n):
+        s = s + a[j] * b[j] * c[j]
+    return s
+
+
+cdef inline double _sum4_centered(const floating* a, const floating* b, const floating* c,
+                                  const floating* x, floating mu, Py_ssize_t n) noexcept nogil:
+    """sum_j a_j b_j c_j (x_j - mu) (float32: in vector lanes)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if floating is float:
+        return mg_dot4_centered_f(a, b, c, x, n, mu)
+    for j in range(n):
+        s = s + a[j] * b[j] * c[j] * (x[j] - mu)
+    return s
 
 
 # gu: (M, C) grad of u; forward tensors as in time_mix_output_forward
@@ -377,8 +413,8 @@ def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y
     cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H
     cdef int nthreads = acc.shape[0]
     cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
-    cdef Py_ssize_t tid, m, h, n, c, lo, hi
-    cdef double mu, rs, bo, yh, gz, gyh, s1, s2, gb
+    cdef Py_ssize_t tid, m, h, c, c0, lo, hi
+    cdef floating mu, rs, bo, m1, m2, gb, yh, gz
     cdef floating* alw
     cdef floating* alb
     cdef floating* ark
@@ -394,31 +430,21 @@ def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y
             hi = min(lo + rows, M)
             for m in range(lo, hi):
                 for h in range(H):
-                    mu = mean[m, h]
-                    rs = rstd[m, h]
-                    bo = bonus[m, h]
-                    s1 = 0.0
-                    s2 = 0.0
-                    gb = 0.0
-                    for n in range(N):
-                        c = h * N + n
+                    c0 = h * N
+                    mu, rs, bo = mean[m, h], rstd[m, h], bonus[m, h]
+                    # gz = gu g: m1 = mean gz ln_w, m2 = mean gz ln_w yhat, gb = sum gz vres
+                    m1 = <floating>(_sum3(&gu[m, c0], &g[m, c0], &ln_w[c0], N) / N)
+                    m2 = <floating>(_sum4_centered(&gu[m, c0], &g[m, c0], &ln_w[c0], &y[m, c0], mu, N)
+                                    * rs / N)
+                    gb = <floating>_sum3(&gu[m, c0], &g[m, c0], &vres[m, c0], N)
+                    for c in range(c0, c0 + N):
                         yh = (y[m, c] - mu) * rs
-                        gz = <double>gu[m, c] * g[m, c]
-                        g_g[m, c] = <floating>(gu[m, c] * (yh * ln_w[c] + ln_b[c] + bo * vres[m, c]))
-                        alw[c] = alw[c] + <floating>(gz * yh)
-                        alb[c] = alb[c] + <floating>gz
-                        gyh = gz * ln_w[c]
-                        s1 = s1 + gyh
-                        s2 = s2 + gyh * yh
-                        gb = gb + gz * vres[m, c]
-                        gv[m, c] = <floating>(gz * bo)
-                    s1 = s1 / N
-                    s2 = s2 / N
-                    for n in range(N):
-                        c = h * N + n
-                        yh = (y[m, c] - mu) * rs
-                        gyh = <double>gu[m, c] * g[m, c] * ln_w[c]
-                        gy[m, c] = <floating>(rs * (gyh - s1 - yh * s2))
-                        gr[m, c] = <floating>(gb * kmod[m, c] * r_k[c])
-                        gkmod[m, c] = <floating>(gb * r[m, c] * r_k[c])
-                        ark[c] = ark[c] + <floating>(gb * r[m, c] * kmod[m, c])
+                        gz = gu[m, c] * g[m, c]
+                        g_g[m, c] = gu[m, c] * (yh * ln_w[c] + ln_b[c] + bo * vres[m, c])
+                        alw[c] += gz * yh
+                        alb[c] += gz
+                        gv[m, c] = gz * bo
+                        gy[m, c] = rs * (gz * ln_w[c] - m1 - yh * m2)
+                        gr[m, c] = gb * kmod[m, c] * r_k[c]
+                        gkmod[m, c] = gb * r[m, c] * r_k[c]
+                        ark[c] += gb * r[m, c] * kmod[m, c]
