@@ -12,7 +12,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, tanh
 
 from minigrad.kernels._openmp cimport omp_get_max_threads
-from minigrad.kernels._vmath cimport (mg_dot3_f, mg_dot4_centered_f, mg_expf, mg_sum_f,
+from minigrad.kernels._vmath cimport (mg_dot3_f, mg_dot4_centered_f, mg_dot_f, mg_expf, mg_sum_f,
                                       mg_sum_sqdev_f, mg_tanhf)
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
@@ -98,6 +98,52 @@ def activation_backward(floating[:, ::1] g, const floating[:, ::1] h, bint is_ta
 
 
 # k, v: (M, C) raw key/value; zw, za: (M, C) LoRA outputs (updated in place, see below);
+cdef inline double _sum3(const floating* a, const floating* b, const floating* c,
+                         Py_ssize_t n) noexcept nogil:
+    """sum_j a_j b_j c_j (float32: in vector lanes)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if floating is float:
+        return mg_dot3_f(a, b, c, n)
+    for j in range(n):
+        s = s + a[j] * b[j] * c[j]
+    return s
+
+
+cdef inline double _sum4_centered(const floating* a, const floating* b, const floating* c,
+                                  const floating* x, floating mu, Py_ssize_t n) noexcept nogil:
+    """sum_j a_j b_j c_j (x_j - mu) (float32: in vector lanes)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if floating is float:
+        return mg_dot4_centered_f(a, b, c, x, n, mu)
+    for j in range(n):
+        s = s + a[j] * b[j] * c[j] * (x[j] - mu)
+    return s
+
+
+cdef inline double _dot(const floating* a, const floating* b, Py_ssize_t n) noexcept nogil:
+    """sum_j a_j b_j (float32: in vector lanes)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if floating is float:
+        return mg_dot_f(a, b, n)
+    for j in range(n):
+        s = s + a[j] * b[j]
+    return s
+
+
+cdef inline double _sumsq_prod(const floating* a, const floating* b, Py_ssize_t n) noexcept nogil:
+    """sum_j (a_j b_j)^2 (float32: in vector lanes)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if floating is float:
+        return mg_dot4_centered_f(a, b, a, b, n, 0.0)
+    for j in range(n):
+        s = s + (a[j] * b[j]) * (a[j] * b[j])
+    return s
+
+
 # zv, vfirst: (M, C), or (0, C) for layer 0; params (C,) -> w, kk, kmod, vres, aw, bw: (M, C)
 def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
                              floating[:, ::1] zw, floating[:, ::1] za, floating[:, ::1] zv,
@@ -121,7 +167,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
     cdef bint vres_on = zv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
     cdef floating one = 1        # typed: a bare 1 becomes the double 1.0 (float32 -> double maths)
-    cdef double ss, kc
+    cdef double ss
     cdef floating inv, z
     cdef const floating* kr
     cdef const floating* vr
@@ -155,10 +201,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
                 for c in range(C):
                     vsr[c] = vr[c] + (vfr[c] - vr[c]) * zvr[c]
             for h in range(H):
-                ss = 0.0
-                for n in range(h * N, h * N + N):
-                    kc = <double>kr[n] * k_k[n]
-                    ss = ss + kc * kc
+                ss = _sumsq_prod(kr + h * N, &k_k[h * N], N)
                 inv = <floating>(1.0 / max(sqrt(ss), KK_EPS))
                 for n in range(h * N, h * N + N):
                     kkr[n] = kr[n] * k_k[n] * inv
@@ -206,10 +249,10 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H
     cdef int nthreads = acc.shape[0]
     cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
-    cdef Py_ssize_t tid, m, h, n, c, lo, hi
+    cdef Py_ssize_t tid, m, h, n, c, c0, lo, hi
     cdef bint vres_on = sv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
-    cdef double ss, dot, kc
+    cdef double ss, dot
     cdef floating nrm_inv, gkk0, sig
     cdef floating one = 1        # typed: keeps float32 maths in float (Cython writes 1 as 1.0)
     cdef const floating* zwr
@@ -261,13 +304,9 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
                 for c in range(C):
                     gvr[c] = gvr[c] + xbr[c]
                 for h in range(H):
-                    ss = 0.0
-                    dot = 0.0
-                    for n in range(h * N, h * N + N):
-                        kc = <double>kr[n] * k_k[n]
-                        ss = ss + kc * kc
-                        dot = dot + <double>kkr[n] * (<double>dbr[n] * ar[n] - dar[n])
-                    ss = sqrt(ss)
+                    c0 = h * N
+                    ss = sqrt(_sumsq_prod(kr + c0, &k_k[c0], N))
+                    dot = _sum3(kkr + c0, dbr + c0, ar + c0, N) - _dot(kkr + c0, dar + c0, N)
                     nrm_inv = <floating>(1.0 / ss if ss > KK_EPS else 1.0 / KK_EPS)
                     if ss <= KK_EPS:
                         dot = 0.0
@@ -360,30 +399,6 @@ def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
                 mu, rs, bo = mean[m, h], rstd[m, h], bonus[m, h]
                 for c in range(c0, c0 + N):
                     u[m, c] = ((y[m, c] - mu) * rs * ln_w[c] + ln_b[c] + bo * vres[m, c]) * g[m, c]
-
-
-cdef inline double _sum3(const floating* a, const floating* b, const floating* c,
-                         Py_ssize_t n) noexcept nogil:
-    """sum_j a_j b_j c_j (float32: in vector lanes)."""
-    cdef Py_ssize_t j
-    cdef double s = 0.0
-    if floating is float:
-        return mg_dot3_f(a, b, c, n)
-    for j in range(n):
-        s = s + a[j] * b[j] * c[j]
-    return s
-
-
-cdef inline double _sum4_centered(const floating* a, const floating* b, const floating* c,
-                                  const floating* x, floating mu, Py_ssize_t n) noexcept nogil:
-    """sum_j a_j b_j c_j (x_j - mu) (float32: in vector lanes)."""
-    cdef Py_ssize_t j
-    cdef double s = 0.0
-    if floating is float:
-        return mg_dot4_centered_f(a, b, c, x, n, mu)
-    for j in range(n):
-        s = s + a[j] * b[j] * c[j] * (x[j] - mu)
-    return s
 
 
 # gu: (M, C) grad of u; forward tensors as in time_mix_output_forward
