@@ -80,29 +80,40 @@ cdef extern from *:
     #define MG_WKV_STEPS(T, SUF, BASE)                                                          \
     static inline __attribute__((always_inline)) void mg_wkv_fwd_##SUF(const T *Sin,      \
             T *ST, const T *r, const T *w, const T *k, const T *v_, const T *a,            \
-            const T *b, T *y, T *sa_out, const Py_ssize_t N, const int want_y) {           \
+            const T *b, T *y, T *sa_io, const T *a_next, T *sa_next, const Py_ssize_t N,   \
+            const int want_y, const int have_sa, const int want_next) {                    \
         /* ST = step(Sin); Sin == ST (in place) is allowed: each element is read, then   \
-           written, by the same iteration */                                              \
-        T sa[N], yv[N], v[N];                                                              \
-        for (Py_ssize_t i = 0; i < N; i++) { sa[i] = 0; yv[i] = 0; v[i] = v_[i]; }         \
-        for (Py_ssize_t j = 0; j < N; j++) {                                               \
-            const T *row = Sin + j * N, aj = a[j];                                         \
-            _Pragma("omp simd")                                                             \
-            for (Py_ssize_t i = 0; i < N; i++) sa[i] += row[i] * aj;                       \
+           written, by the same iteration. sa = Sin a: read from sa_io when have_sa (the  \
+           previous step made it), else computed in a first pass and written to sa_io.    \
+           want_next: also sa_next = ST a_next, in the same pass as the update, so a      \
+           sequence reads each state once per step instead of twice. */                  \
+        T sa[N], yv[N], v[N], sn[N];                                                       \
+        for (Py_ssize_t i = 0; i < N; i++) {                                               \
+            sa[i] = have_sa ? sa_io[i] : 0; yv[i] = 0; v[i] = v_[i]; sn[i] = 0;            \
+        }                                                                                  \
+        if (!have_sa) {                                                                    \
+            for (Py_ssize_t j = 0; j < N; j++) {                                           \
+                const T *row = Sin + j * N, aj = a[j];                                     \
+                _Pragma("omp simd")                                                         \
+                for (Py_ssize_t i = 0; i < N; i++) sa[i] += row[i] * aj;                   \
+            }                                                                              \
         }                                                                                  \
         for (Py_ssize_t j = 0; j < N; j++) {                                               \
             const T *row = Sin + j * N, wj = w[j], kj = k[j], bj = b[j], rj = r[j];        \
+            const T nj = want_next ? a_next[j] : 0;                                        \
             T *out = ST + j * N;                                                           \
             _Pragma("omp simd")                                                             \
             for (Py_ssize_t i = 0; i < N; i++) {                                           \
                 T s = row[i] * wj + v[i] * kj + sa[i] * bj;                                \
                 out[i] = s;                                                                \
                 if (want_y) yv[i] += s * rj;                                               \
+                if (want_next) sn[i] += s * nj;                                            \
             }                                                                              \
         }                                                                                  \
         for (Py_ssize_t i = 0; i < N; i++) {                                               \
             if (want_y) y[i] = yv[i];                                                      \
-            if (sa_out) sa_out[i] = sa[i];                                                 \
+            if (!have_sa && sa_io) sa_io[i] = sa[i];                                       \
+            if (want_next) sa_next[i] = sn[i];                                             \
         }                                                                                  \
     }                                                                                      \
     /* The backward works on states in the natural layout S[i*N + j] (row = value index i): \
@@ -198,11 +209,18 @@ cdef extern from *:
     #define MG_WKV_DISPATCH(T, SUF)                                                         \
     MG_WKV_STEPS(T, SUF##_n, SUF)                                                               \
     static void mg_wkv_fwd_##SUF(const T *Sin, T *S, const T *r, const T *w, const T *k,   \
-            const T *v, const T *a, const T *b, T *y, T *sa_out, Py_ssize_t N) {           \
-        if (N == 64 && y) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, 64, 1);\
-        else if (N == 64) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, 64, 0);\
-        else if (y) mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, N, 1);       \
-        else mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_out, N, 0);              \
+            const T *v, const T *a, const T *b, T *y, T *sa_io, const T *a_next,           \
+            T *sa_next, Py_ssize_t N, int have_sa) {                                       \
+        /* the training / prefill case (y wanted, a next step) gets a constant-N copy */  \
+        if (N == 64 && y && a_next && have_sa)                                             \
+            mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_io, a_next, sa_next, 64, 1, 1, 1);\
+        else if (N == 64 && y && a_next)                                                   \
+            mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_io, a_next, sa_next, 64, 1, 0, 1);\
+        else if (N == 64 && y)                                                             \
+            mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_io, a_next, sa_next, 64, 1, have_sa, 0);\
+        else                                                                               \
+            mg_wkv_fwd_##SUF##_n(Sin, S, r, w, k, v, a, b, y, sa_io, a_next, sa_next, N, y != NULL,\
+                                 have_sa, a_next != NULL);                                 \
     }                                                                                      \
     static void mg_wkv_rec_##SUF(const T *Sin, T *S, const T *w, const T *k, const T *v,   \
             const T *b, const T *sa, Py_ssize_t N) {                                       \
@@ -230,10 +248,12 @@ cdef extern from *:
     """
     void mg_wkv_fwd_f(const float *Sin, float *S, const float *r, const float *w,
                       const float *k, const float *v, const float *a, const float *b, float *y,
-                      float *sa_out, Py_ssize_t N) noexcept nogil
+                      float *sa_io, const float *a_next, float *sa_next, Py_ssize_t N,
+                      int have_sa) noexcept nogil
     void mg_wkv_fwd_d(const double *Sin, double *S, const double *r, const double *w,
                       const double *k, const double *v, const double *a, const double *b,
-                      double *y, double *sa_out, Py_ssize_t N) noexcept nogil
+                      double *y, double *sa_io, const double *a_next, double *sa_next,
+                      Py_ssize_t N, int have_sa) noexcept nogil
     void mg_wkv_rec_f(const float *Sin, float *S, const float *w, const float *k,
                       const float *v, const float *b, const float *sa, Py_ssize_t N) noexcept nogil
     void mg_wkv_rec_d(const double *Sin, double *S, const double *w, const double *k,
@@ -275,16 +295,16 @@ cdef inline void _transpose_inplace(floating* A, Py_ssize_t N) noexcept nogil:
 
 cdef inline void _step_forward(const floating* Sin, floating* S, const floating* r, const floating* w,
                                const floating* k, const floating* v, const floating* a,
-                               const floating* b, floating* y, floating* sa_out,
-                               Py_ssize_t N) noexcept nogil:
-    """One step on one head on transposed states: S^T = step(Sin^T) (Sin == S: in place); writes
-    y_t and S_{t-1} a_t (each only if its pointer is not NULL):
-        sa = S a;  S = S diag(w) + v k^T + sa b^T;  y = S r.
-    """
+                               const floating* b, floating* y, floating* sa, const floating* a_next,
+                               floating* sa_next, Py_ssize_t N, bint have_sa) noexcept nogil:
+    """One step on one head on transposed states: S^T = step(Sin^T) (Sin == S: in place):
+        sa = S a;  S = S diag(w) + v k^T + sa b^T;  y = S r  (y only if not NULL)
+    sa = S_{t-1} a_t is read from `sa` when have_sa, else computed and written there; with a_next
+    (not NULL) the same pass also writes sa_next = S_t a_{t+1}, the next step's sa."""
     if floating is float:
-        mg_wkv_fwd_f(Sin, S, r, w, k, v, a, b, y, sa_out, N)
+        mg_wkv_fwd_f(Sin, S, r, w, k, v, a, b, y, sa, a_next, sa_next, N, have_sa)
     else:
-        mg_wkv_fwd_d(Sin, S, r, w, k, v, a, b, y, sa_out, N)
+        mg_wkv_fwd_d(Sin, S, r, w, k, v, a, b, y, sa, a_next, sa_next, N, have_sa)
 
 
 cdef inline void _step_recompute(const floating* Sin, floating* S, const floating* w,
@@ -345,6 +365,11 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
     cdef bint save = ckpt.shape[0] > 0
     cdef Py_ssize_t bh, bi, h, t
     cdef floating* S
+    cdef floating* sa_t
+    cdef floating* sa_n
+    # without saving, each thread keeps the running S_{t-1} a_t in two rows of its own
+    dtype = np.float32 if floating is float else np.float64
+    cdef floating[:, ::1] sa_rows = np.empty((omp_get_max_threads(), 2 * N), dtype)
     with nogil:
         for bh in prange(B * H, schedule="dynamic", use_threads_if=B * H * T >= PARALLEL_MIN_STEPS):
             bi = bh // H
@@ -354,9 +379,16 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
             for t in range(T):
                 if save and t % chunk == 0:
                     memcpy(&ckpt[(bh * nchunk + t // chunk) * NN], S, NN * sizeof(floating))
+                if save:
+                    sa_t = &sa[bi, t, h, 0]
+                    sa_n = &sa[bi, t + 1, h, 0] if t + 1 < T else <floating*>NULL
+                else:
+                    sa_t = &sa_rows[omp_get_thread_num(), (t % 2) * N]
+                    sa_n = &sa_rows[omp_get_thread_num(), ((t + 1) % 2) * N]
                 _step_forward(S, S, &r[bi, t, h, 0], &w[bi, t, h, 0], &k[bi, t, h, 0],
-                              &v[bi, t, h, 0], &a[bi, t, h, 0], &b[bi, t, h, 0],
-                              &y[bi, t, h, 0], &sa[bi, t, h, 0] if save else <floating*>NULL, N)
+                              &v[bi, t, h, 0], &a[bi, t, h, 0], &b[bi, t, h, 0], &y[bi, t, h, 0],
+                              sa_t, &a[bi, t + 1, h, 0] if t + 1 < T else <floating*>NULL,
+                              sa_n if t + 1 < T else <floating*>NULL, N, t > 0)
             _transpose_inplace(S, N)
 
 
