@@ -16,6 +16,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # from the OpenMP kernels that follow (about 1/3 of the WKV7 kernels' CPU on 2 cores). 2^4: they
 # sleep at once. Read when OpenBLAS loads, so it only takes effect when minigrad is imported before
 # numpy; an explicit user setting wins. Measurements: docs/benchmarks.md.
+_TIMEOUT_TOO_LATE = "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "numpy" in __import__("sys").modules
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from minigrad import ops  # noqa: E402,F401  (attaches Tensor methods)
@@ -51,6 +52,11 @@ from minigrad.tensor import (  # noqa: E402
     zeros_like,
 )
 from minigrad.threads import get_num_threads, set_num_threads  # noqa: E402
+
+if _TIMEOUT_TOO_LATE:
+    from minigrad.threads import warn_if_blas_spins as _warn_if_blas_spins
+
+    _warn_if_blas_spins()
 
 _LAZY = {"nn", "optim", "models", "data", "functional", "io"}
 

@@ -11,6 +11,7 @@ OpenMP keeps the team size per calling thread, so a Python thread that never cal
 import contextlib
 import os
 import threading
+import warnings
 
 from minigrad.kernels import _threads
 
@@ -117,3 +118,23 @@ def blas_info():
         return f"{blas.get('name')} {blas.get('version')}"
     except Exception:  # noqa: BLE001 - best effort description only
         return "unknown"
+
+
+def warn_if_blas_spins():
+    """Warn once that numpy's OpenBLAS was loaded before minigrad could set OPENBLAS_THREAD_TIMEOUT.
+
+    Its workers then busy-wait ~0.1 s after every matrix product and take a core from the kernels
+    that follow (small GPT training step, 2 threads: 112.8 vs 101.9 ms/step, docs/benchmarks.md).
+    """
+    try:
+        import numpy as np
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"].get("name", "")
+    except Exception:  # noqa: BLE001 - unknown numpy build: say nothing
+        return
+    if "openblas" not in str(blas).lower():
+        return
+    warnings.warn("minigrad was imported after numpy, so numpy's OpenBLAS threads will busy-wait ~0.1 s "
+                  "after every matrix product and slow minigrad's kernels (about 10 % of a small GPT "
+                  "training step on 2 cores). Import minigrad before numpy, or set "
+                  "OPENBLAS_THREAD_TIMEOUT=4 in the environment (an explicit value also silences this).",
+                  RuntimeWarning, stacklevel=3)

@@ -1,6 +1,7 @@
 """Threads: set_num_threads is honoured (OpenMP in every Python thread, and BLAS), kernels give the
 same results with 1 and 2 threads, and two Python threads using minigrad at once get exactly
 the results they get alone."""
+import os
 import threading
 
 import numpy as np
@@ -184,3 +185,25 @@ def test_kernel_threads_overrides_and_restores():
     with pytest.raises(ValueError, match="n must be >= 1"):
         with threads.kernel_threads(0):
             pass
+
+
+def test_warns_when_imported_after_numpy_without_a_blas_timeout():
+    """numpy's OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when it loads: imported after numpy, minigrad
+    can no longer set it, and says so (unless the user set a value, or numpy has another BLAS)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+
+    def stderr_of(code, **extra):
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=120, check=True).stderr
+
+    if "openblas" not in str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]).lower():
+        pytest.skip("numpy is not built with OpenBLAS")
+    late = "import numpy; import minigrad"
+    assert "imported after numpy" in stderr_of(late)
+    assert "imported after numpy" not in stderr_of("import minigrad, numpy")
+    assert "imported after numpy" not in stderr_of(late, OPENBLAS_THREAD_TIMEOUT="28")
