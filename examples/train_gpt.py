@@ -7,12 +7,11 @@ The whole loop is here: data -> model -> loss -> backward -> AdamW, with a valid
 and then, a checkpoint at the end and a sample; validation loss after 600 steps is about 1.75
 nats/byte. (`python -m minigrad train` does the same with a progress bar, resume, metrics and a plot.)
 """
-import argparse
+import argparse  # noqa: I001 (minigrad is imported before numpy on purpose)
 import time
 
+import minigrad as mg  # before numpy: it sets OPENBLAS_THREAD_TIMEOUT, read when OpenBLAS loads
 import numpy as np
-
-import minigrad as mg
 from minigrad import F, io
 from minigrad.data import BatchSampler, ByteTokenizer, eval_batches, load_corpus, train_val_split
 from minigrad.models import GPT, GPTConfig

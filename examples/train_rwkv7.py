@@ -6,11 +6,10 @@
 Training goes through `minigrad.train.train`, the loop behind `python -m minigrad train`
 (see examples/train_gpt.py for the loop written out by hand).
 """
-import argparse
+import argparse  # noqa: I001 (minigrad is imported before numpy on purpose)
 
+import minigrad as mg  # before numpy: it sets OPENBLAS_THREAD_TIMEOUT, read when OpenBLAS loads
 import numpy as np
-
-import minigrad as mg
 from minigrad.train import TrainConfig, train
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
