@@ -7,6 +7,7 @@
 __version__ = "0.1.0"
 
 import os as _os
+import sys as _sys
 
 # Idle OpenMP workers sleep instead of spinning: between kernels, BLAS needs the cores. A spinning
 # OpenMP pool made a small GPT training step 2.4x slower on an idle 2-core machine (611 -> 258 ms).
@@ -16,7 +17,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # from the OpenMP kernels that follow (about 1/3 of the WKV7 kernels' CPU on 2 cores). 2^4: they
 # sleep at once. Read when OpenBLAS loads, so it only takes effect when minigrad is imported before
 # numpy; an explicit user setting wins. Measurements: docs/benchmarks.md.
-_TIMEOUT_TOO_LATE = "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "numpy" in __import__("sys").modules
+_TIMEOUT_TOO_LATE = "OPENBLAS_THREAD_TIMEOUT" not in _os.environ and "numpy" in _sys.modules
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from minigrad import ops  # noqa: E402,F401  (attaches Tensor methods)

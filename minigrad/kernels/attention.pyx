@@ -35,7 +35,8 @@ from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 from minigrad.kernels._blas cimport gemm
 from minigrad.kernels._openmp cimport omp_get_max_threads, omp_get_thread_num
-from minigrad.kernels._vmath cimport mg_dot_f, mg_exp_sum_f, mg_max_f, mg_softmax_grad_row_f
+from minigrad.kernels._rowsum cimport row_dot
+from minigrad.kernels._vmath cimport mg_exp_sum_f, mg_max_f, mg_softmax_grad_row_f
 
 BLOCK_ROWS = 64     # query rows per block (BR)
 BLOCK_KEYS = 256    # keys per block (BC) when the caller gives none; see block_keys_for
@@ -76,17 +77,6 @@ cdef inline floating _exp_sum(floating* x, Py_ssize_t n, floating m) noexcept no
             x[j] = exp(x[j] - m)
             s = s + x[j]
     return s
-
-
-cdef inline floating _dot(const floating* a, const floating* b, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t j
-    cdef double s = 0
-    if floating is float:
-        s = mg_dot_f(a, b, n)
-    else:
-        for j in range(n):
-            s += a[j] * b[j]
-    return <floating>s
 
 
 cdef inline void _softmax_grad_row(floating* s, floating* dp, Py_ssize_t n, floating scale,
@@ -183,7 +173,7 @@ cdef void _backward_rows(const floating* q, Py_ssize_t qld, const floating* k, P
     cdef const floating* q_blk = q + i0 * qld
     cdef const floating* go_blk = go + i0 * gold
     for i in range(nr):
-        dd[i] = _dot(go + (i0 + i) * gold, o + (i0 + i) * old, hd)
+        dd[i] = <floating>row_dot(go + (i0 + i) * gold, o + (i0 + i) * old, hd)
     while j0 < kend:
         nc = min(bc, kend - j0)
         _scores(q_blk, qld, k, kld, kt, ktld, j0, nr, nc, hd, 1, s, bc)

@@ -10,7 +10,7 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt
 
 from minigrad.kernels._openmp cimport omp_get_max_threads
-from minigrad.kernels._vmath cimport mg_dot_centered_f, mg_dot_f, mg_sum_f, mg_sum_sqdev_f
+from minigrad.kernels._rowsum cimport row_dot, row_dot_centered, row_sqdev, row_sum
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 # Below this many rows a parallel region costs more than it saves (one token at a time: every
@@ -26,22 +26,12 @@ def grad_blocks():
 
 cdef inline void _norm_row(const floating* x, const floating* w, const floating* b, double eps,
                            floating* y, floating* mean, floating* rstd, Py_ssize_t C) noexcept nogil:
-    """One row: mean, rstd (two-pass variance) and y. float32 reduces in vector lanes (_vmath.h)."""
+    """One row: mean, rstd (two-pass variance) and y."""
     cdef Py_ssize_t c
-    cdef double mu = 0.0, var = 0.0
-    cdef floating m, rs
-    if floating is float:
-        mu = mg_sum_f(x, C) / C
-        var = mg_sum_sqdev_f(x, C, <float>mu) / C
-    else:
-        for c in range(C):
-            mu = mu + x[c]
-        mu = mu / C
-        for c in range(C):
-            var = var + (x[c] - mu) * (x[c] - mu)
-        var = var / C
-    m = <floating>mu
-    rs = <floating>(1.0 / sqrt(var + eps))
+    cdef double mu = row_sum(x, C) / C
+    cdef double var = row_sqdev(x, C, mu) / C
+    cdef floating m = <floating>mu
+    cdef floating rs = <floating>(1.0 / sqrt(var + eps))
     mean[0] = m
     rstd[0] = rs
     for c in range(C):
@@ -69,22 +59,14 @@ cdef inline void _backward_row(const floating* gy, const floating* x, const floa
     """One row: agw += gy xhat, agb += gy and (need_gx) gx, with xhat = (x - mu) rs, g = gy w:
     gx = rs (g - mean_c g - xhat mean_c(g xhat))."""
     cdef Py_ssize_t c
-    cdef double s1 = 0.0, s2 = 0.0
     cdef floating m1, m2
     for c in range(C):
         agw[c] += gy[c] * (x[c] - mu) * rs
         agb[c] += gy[c]
     if not need_gx:
         return
-    if floating is float:
-        s1 = mg_dot_f(gy, w, C)
-        s2 = mg_dot_centered_f(gy, w, x, C, mu)
-    else:
-        for c in range(C):
-            s1 = s1 + gy[c] * w[c]
-            s2 = s2 + gy[c] * w[c] * (x[c] - mu)
-    m1 = <floating>(s1 / C)
-    m2 = <floating>(s2 * rs / C)
+    m1 = <floating>(row_dot(gy, w, C) / C)
+    m2 = <floating>(row_dot_centered(gy, w, x, C, mu) * rs / C)
     for c in range(C):
         gx[c] = rs * (gy[c] * w[c] - m1 - (x[c] - mu) * rs * m2)
 

@@ -16,7 +16,7 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.stdlib cimport calloc, free
 
-from minigrad.kernels._vmath cimport mg_dot3_f, mg_dot_f
+from minigrad.kernels._rowsum cimport row_dot, row_dot3
 from minigrad.kernels.validate import check_kernel_args
 
 
@@ -24,18 +24,12 @@ cdef inline floating _norm_row(const floating* x, const floating* res, floating*
                                double eps, floating* y, Py_ssize_t C) noexcept nogil:
     """y = s * rstd * w with s = x (+ res, stored into s, when res is not NULL); returns rstd."""
     cdef Py_ssize_t c
-    cdef double ss = 0.0
     cdef floating r
     if res != NULL:
         for c in range(C):
             s[c] = x[c] + res[c]
         x = s
-    if floating is float:
-        ss = mg_dot_f(x, x, C)
-    else:
-        for c in range(C):
-            ss = ss + x[c] * x[c]
-    r = <floating>(1.0 / sqrt(ss / C + eps))
+    r = <floating>(1.0 / sqrt(row_dot(x, x, C) / C + eps))
     for c in range(C):
         y[c] = x[c] * r * w[c]
     return r
@@ -86,7 +80,6 @@ cdef void _backward(const floating[:, ::1] gy, const floating* gs, const floatin
     cdef const floating* gyr
     cdef const floating* gsr
     cdef floating* gxr
-    cdef double dot
     cdef floating r, m
     for j in prange(nblocks, schedule="dynamic", chunksize=1):
         lo = j * chunk
@@ -101,13 +94,7 @@ cdef void _backward(const floating[:, ::1] gy, const floating* gs, const floatin
                     accr[c] += gyr[c] * xr[c] * r
             if need_gx:
                 gxr = &gx[n, 0]
-                if floating is float:
-                    dot = mg_dot3_f(gyr, &weight[0], xr, C)
-                else:
-                    dot = 0.0
-                    for c in range(C):
-                        dot = dot + gyr[c] * weight[c] * xr[c]
-                m = <floating>(dot * r * r / C)
+                m = <floating>(row_dot3(gyr, &weight[0], xr, C) * r * r / C)
                 if gs != NULL:
                     gsr = gs + n * C
                     for c in range(C):

@@ -12,8 +12,8 @@ from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, tanh
 
 from minigrad.kernels._openmp cimport omp_get_max_threads
-from minigrad.kernels._vmath cimport (mg_dot3_f, mg_dot4_centered_f, mg_dot_f, mg_expf, mg_sum_f,
-                                      mg_sum_sqdev_f, mg_tanhf)
+from minigrad.kernels._rowsum cimport row_dot, row_dot3, row_dot3_centered, row_sqdev, row_sum
+from minigrad.kernels._vmath cimport mg_expf, mg_tanhf
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 cdef double DECAY_SCALE = exp(-0.5)   # w = exp(-exp(-0.5) * sigmoid(z)), the exact x070 constant
@@ -98,52 +98,6 @@ def activation_backward(floating[:, ::1] g, const floating[:, ::1] h, bint is_ta
 
 
 # k, v: (M, C) raw key/value; zw, za: (M, C) LoRA outputs (updated in place, see below);
-cdef inline double _sum3(const floating* a, const floating* b, const floating* c,
-                         Py_ssize_t n) noexcept nogil:
-    """sum_j a_j b_j c_j (float32: in vector lanes)."""
-    cdef Py_ssize_t j
-    cdef double s = 0.0
-    if floating is float:
-        return mg_dot3_f(a, b, c, n)
-    for j in range(n):
-        s = s + a[j] * b[j] * c[j]
-    return s
-
-
-cdef inline double _sum4_centered(const floating* a, const floating* b, const floating* c,
-                                  const floating* x, floating mu, Py_ssize_t n) noexcept nogil:
-    """sum_j a_j b_j c_j (x_j - mu) (float32: in vector lanes)."""
-    cdef Py_ssize_t j
-    cdef double s = 0.0
-    if floating is float:
-        return mg_dot4_centered_f(a, b, c, x, n, mu)
-    for j in range(n):
-        s = s + a[j] * b[j] * c[j] * (x[j] - mu)
-    return s
-
-
-cdef inline double _dot(const floating* a, const floating* b, Py_ssize_t n) noexcept nogil:
-    """sum_j a_j b_j (float32: in vector lanes)."""
-    cdef Py_ssize_t j
-    cdef double s = 0.0
-    if floating is float:
-        return mg_dot_f(a, b, n)
-    for j in range(n):
-        s = s + a[j] * b[j]
-    return s
-
-
-cdef inline double _sumsq_prod(const floating* a, const floating* b, Py_ssize_t n) noexcept nogil:
-    """sum_j (a_j b_j)^2 (float32: in vector lanes)."""
-    cdef Py_ssize_t j
-    cdef double s = 0.0
-    if floating is float:
-        return mg_dot4_centered_f(a, b, a, b, n, 0.0)
-    for j in range(n):
-        s = s + (a[j] * b[j]) * (a[j] * b[j])
-    return s
-
-
 # zv, vfirst: (M, C), or (0, C) for layer 0; params (C,) -> w, kk, kmod, vres, aw, bw: (M, C)
 def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
                              floating[:, ::1] zw, floating[:, ::1] za, floating[:, ::1] zv,
@@ -201,7 +155,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
                 for c in range(C):
                     vsr[c] = vr[c] + (vfr[c] - vr[c]) * zvr[c]
             for h in range(H):
-                ss = _sumsq_prod(kr + h * N, &k_k[h * N], N)
+                ss = row_dot3_centered(kr + h * N, &k_k[h * N], kr + h * N, &k_k[h * N], N, 0.0)
                 inv = <floating>(1.0 / max(sqrt(ss), KK_EPS))
                 for n in range(h * N, h * N + N):
                     kkr[n] = kr[n] * k_k[n] * inv
@@ -305,8 +259,8 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
                     gvr[c] = gvr[c] + xbr[c]
                 for h in range(H):
                     c0 = h * N
-                    ss = sqrt(_sumsq_prod(kr + c0, &k_k[c0], N))
-                    dot = _sum3(kkr + c0, dbr + c0, ar + c0, N) - _dot(kkr + c0, dar + c0, N)
+                    ss = sqrt(row_dot3_centered(kr + c0, &k_k[c0], kr + c0, &k_k[c0], N, 0.0))
+                    dot = row_dot3(kkr + c0, dbr + c0, ar + c0, N) - row_dot(kkr + c0, dar + c0, N)
                     nrm_inv = <floating>(1.0 / ss if ss > KK_EPS else 1.0 / KK_EPS)
                     if ss <= KK_EPS:
                         dot = 0.0
@@ -352,22 +306,10 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
 cdef inline void _head_stats(const floating* y, const floating* r, const floating* kmod,
                              const floating* r_k, Py_ssize_t N, double eps, floating* mean,
                              floating* rstd, floating* bonus) noexcept nogil:
-    """One head of one row: mean, rstd (two-pass biased variance) of y; bonus = sum r kmod r_k.
-    float32 reduces in vector lanes (_vmath.h), float64 in scalar double loops."""
-    cdef Py_ssize_t n
-    cdef double mu = 0.0, var = 0.0, bo = 0.0
-    if floating is float:
-        mu = mg_sum_f(y, N) / N
-        var = mg_sum_sqdev_f(y, N, <float>mu) / N
-        bo = mg_dot3_f(r, kmod, r_k, N)
-    else:
-        for n in range(N):
-            mu = mu + y[n]
-            bo = bo + r[n] * kmod[n] * r_k[n]
-        mu = mu / N
-        for n in range(N):
-            var = var + (y[n] - mu) * (y[n] - mu)
-        var = var / N
+    """One head of one row: mean, rstd (two-pass biased variance) of y; bonus = sum r kmod r_k."""
+    cdef double mu = row_sum(y, N) / N
+    cdef double var = row_sqdev(y, N, mu) / N
+    cdef double bo = row_dot3(r, kmod, r_k, N)
     mean[0] = <floating>mu
     rstd[0] = <floating>(1.0 / sqrt(var + eps))
     bonus[0] = <floating>bo
@@ -448,10 +390,10 @@ def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y
                     c0 = h * N
                     mu, rs, bo = mean[m, h], rstd[m, h], bonus[m, h]
                     # gz = gu g: m1 = mean gz ln_w, m2 = mean gz ln_w yhat, gb = sum gz vres
-                    m1 = <floating>(_sum3(&gu[m, c0], &g[m, c0], &ln_w[c0], N) / N)
-                    m2 = <floating>(_sum4_centered(&gu[m, c0], &g[m, c0], &ln_w[c0], &y[m, c0], mu, N)
+                    m1 = <floating>(row_dot3(&gu[m, c0], &g[m, c0], &ln_w[c0], N) / N)
+                    m2 = <floating>(row_dot3_centered(&gu[m, c0], &g[m, c0], &ln_w[c0], &y[m, c0], N, mu)
                                     * rs / N)
-                    gb = <floating>_sum3(&gu[m, c0], &g[m, c0], &vres[m, c0], N)
+                    gb = <floating>row_dot3(&gu[m, c0], &g[m, c0], &vres[m, c0], N)
                     for c in range(c0, c0 + N):
                         yh = (y[m, c] - mu) * rs
                         gz = gu[m, c] * g[m, c]

@@ -369,7 +369,7 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
     cdef floating* sa_n
     # without saving, each thread keeps the running S_{t-1} a_t in two rows of its own
     dtype = np.float32 if floating is float else np.float64
-    cdef floating[:, ::1] sa_rows = np.empty((omp_get_max_threads(), 2 * N), dtype)
+    cdef floating[:, ::1] sa_rows = np.empty((0 if save else omp_get_max_threads(), 2 * N), dtype)
     with nogil:
         for bh in prange(B * H, schedule="dynamic", use_threads_if=B * H * T >= PARALLEL_MIN_STEPS):
             bi = bh // H
