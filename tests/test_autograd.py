@@ -81,6 +81,51 @@ def test_reused_input_grads_sum_and_leaves_accumulate():
     assert isinstance(x.grad, mg.Tensor)
 
 
+class _GradFrom(Function):
+    """y = x; backward returns whatever `pick(gy)` gives (to probe how leaves take grads)."""
+
+    @staticmethod
+    def forward(ctx, x, y, pick):
+        ctx.pick = pick
+        return x + y
+
+    @staticmethod
+    def backward(ctx, gy):
+        return (*ctx.pick(gy), None)
+
+
+def test_leaf_keeps_a_fresh_grad_without_copying_but_never_a_shared_one():
+    made = []
+
+    def fresh(gy):
+        g = gy * 2.0
+        made.append(weakref.ref(g))
+        return g, None
+
+    x, y = f64(3), f64(3, rg=False)
+    _GradFrom.apply(x, y, fresh).backward(np.ones(3))
+    assert x.grad.data is made[0]()          # adopted: nothing else held it
+
+    kept = np.full(3, 5.0)
+    x.grad = None
+    _GradFrom.apply(x, y, lambda gy: (kept, None)).backward(np.ones(3))
+    kept[:] = -1                             # the op's own array stays the op's
+    np.testing.assert_array_equal(x.grad.data, 5.0)
+
+    x2 = f64(3, seed=2)
+    x.grad = None
+    _GradFrom.apply(x, x2, lambda gy: (lambda g: (g, g))(gy * 3.0)).backward(np.ones(3))
+    assert not np.shares_memory(x.grad.data, x2.grad.data)   # one array returned for two leaves
+    x.grad.data += 1
+    np.testing.assert_array_equal(x2.grad.data, 3.0)
+
+    view_base = np.full((2, 3), 7.0)
+    x.grad = None
+    _GradFrom.apply(x, y, lambda gy: (view_base[0], None)).backward(np.ones(3))
+    view_base[0] = 0                         # a view is never kept
+    np.testing.assert_array_equal(x.grad.data, 7.0)
+
+
 def test_multiple_outputs_and_unused_output_gets_zero_grad():
     x = f64(3)
     a, b = Split2.apply(x)

@@ -6,6 +6,8 @@ used more than once, reduces broadcast grads to the input's shape here (ops neve
 accumulates into leaves' `.grad`. Without `retain_graph` each node's saved values are freed once
 it has run.
 """
+import sys
+
 import numpy as np
 
 from minigrad.autograd import anomaly
@@ -33,11 +35,17 @@ def unbroadcast(grad, shape, op_name="?"):
     return grad
 
 
-def _accumulate_leaf(leaf, grad):
+def _accumulate_leaf(leaf, grad, owned=False):
+    """leaf.grad += grad. A first grad is copied, unless `owned` (no one else holds the array) and
+    it is a writable C-contiguous array of the leaf's dtype that owns its memory: then the leaf
+    keeps it (a model's weight grads come fresh from their GEMMs, so no copy per step)."""
     from minigrad.tensor import Tensor
 
     if leaf.grad is None:
-        leaf.grad = Tensor._from_op(np.array(grad, dtype=leaf.data.dtype, order="C", copy=True))
+        if not (owned and grad.flags.owndata and grad.flags.writeable and grad.flags.c_contiguous
+                and grad.dtype == leaf.data.dtype):
+            grad = np.array(grad, dtype=leaf.data.dtype, order="C", copy=True)
+        leaf.grad = Tensor._from_op(grad)
     else:
         leaf.grad.data += grad
 
@@ -115,10 +123,11 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                                    f"{len(node.inputs)} inputs")
             if check:
                 anomaly.check_backward(node, grads_in)
-            for inp, meta, g in zip(node.inputs, node.input_meta, grads_in):
+            for j, inp in enumerate(node.inputs):
+                g = grads_in[j]
                 if inp is None or g is None:
                     continue
-                shape, dtype = meta
+                shape, dtype = node.input_meta[j]
                 g = np.asarray(g)
                 g = unbroadcast(g, shape, node.name)
                 if g.dtype != dtype:
@@ -128,6 +137,10 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                     slots_p = pending.setdefault(parent, [None] * len(parent.output_meta))
                     slots_p[idx] = g if slots_p[idx] is None else slots_p[idx] + g
                 else:
-                    _accumulate_leaf(inp, g)
+                    # references to g: this frame, getrefcount's argument and, when g is the op's
+                    # own array, grads_in; any other holder (ctx, a view of it, a second slot of
+                    # grads_in) means it is shared, and the leaf gets a copy
+                    owned = sys.getrefcount(g) <= (3 if g is grads_in[j] else 2)
+                    _accumulate_leaf(inp, g, owned)
             if not retain_graph:
                 node.free()
