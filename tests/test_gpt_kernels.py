@@ -288,6 +288,21 @@ def test_attention_bthd_layout_and_scale(driver):
                 leaf(q), leaf(k), leaf(v))
 
 
+@pytest.mark.parametrize("layout,out_layout", [("bhtd", "bthd"), ("bthd", "bhtd")])
+def test_attention_output_layout_differs_from_input(driver, layout, out_layout):
+    q, k, v = randn(2, 4, 19, 8), randn(2, 2, 19, 8, seed=1), randn(2, 2, 19, 8, seed=2)   # bhtd
+    tr = lambda a: np.ascontiguousarray(a.transpose(0, 2, 1, 3))
+    ins = (q, k, v) if layout == "bhtd" else (tr(q), tr(k), tr(v))
+    want = attention_numpy(q, k, v, 0.5)
+    out = F.causal_attention(*(leaf(a) for a in ins), scale=0.5, layout=layout, out_layout=out_layout)
+    assert out.data.flags.c_contiguous
+    np.testing.assert_allclose(out.data if out_layout == "bhtd" else tr(out.data), want, atol=1e-13)
+    check_grads("gpt.causal_attention",
+                lambda a, b, c: F.causal_attention(a, b, c, 0.5, layout, out_layout), *(leaf(a) for a in ins))
+    with pytest.raises(ValueError, match="out_layout"):
+        F.causal_attention(*(leaf(a) for a in ins), layout=layout, out_layout="tbhd")
+
+
 def test_attention_fp32(driver):
     assert_fp32_matches_fp64(F.causal_attention, randn(2, 4, 33, 16), randn(2, 2, 33, 16, seed=1),
                              randn(2, 2, 33, 16, seed=2))

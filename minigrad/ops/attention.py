@@ -66,32 +66,37 @@ def attention_forward_arrays(q4, k4, v4, scale):
 
 
 class CausalAttention(Function):
-    """q, k, v (layout) -> o (layout); saves q, k, v, o, lse. See the module docstring."""
+    """q, k, v (layout) -> o (out_layout); saves q, k, v, o, lse. See the module docstring."""
 
     @staticmethod
-    def forward(ctx, q, k, v, scale, layout):
+    def forward(ctx, q, k, v, scale, layout, out_layout):
         q4, k4, v4 = _check(q, k, v, layout)
+        if out_layout not in _LAYOUTS:
+            raise ValueError(f"causal_attention: out_layout must be one of {_LAYOUTS}, got {out_layout!r}")
         if k4.shape[2] != q4.shape[2]:
             raise ValueError(f"causal_attention: q {q.shape} and k {k.shape} need the same length "
                              "(KV-cache decoding goes through attention_inference)")
         scale = _scale(scale, q4.shape[-1])
-        o4, lse = attention_forward_arrays(q4, k4, v4, scale)
-        o = np.ascontiguousarray(o4 if layout == "bhtd" else o4.transpose(0, 2, 1, 3))
+        B, H, T, hd = q4.shape
+        o = np.empty((B, H, T, hd) if out_layout == "bhtd" else (B, T, H, hd), q4.dtype)
+        lse = np.empty((B, H, T), q4.dtype)
+        with serial_blas():
+            _k.attention_forward(q4, k4, v4, _as_bhtd(o, out_layout), lse, scale, *_blocks(hd))
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.scale, ctx.layout = scale, layout
+        ctx.scale, ctx.layouts = scale, (layout, out_layout)
         return o
 
     @staticmethod
     def backward(ctx, go):
         q, k, v, o, lse = ctx.saved_tensors
-        layout = ctx.layout
+        layout, out_layout = ctx.layouts
         gq, gk, gv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        args = [_as_bhtd(x, layout) for x in (q, k, v, o)]
+        args = [_as_bhtd(x, layout) for x in (q, k, v)] + [_as_bhtd(o, out_layout)]
         grads = [_as_bhtd(x, layout) for x in (gq, gk, gv)]
         with serial_blas():
-            _k.attention_backward(*args, lse, _as_bhtd(np.ascontiguousarray(go), layout), *grads,
+            _k.attention_backward(*args, lse, _as_bhtd(np.ascontiguousarray(go), out_layout), *grads,
                                   ctx.scale, *_blocks(q.shape[-1]))
-        return gq, gk, gv, None, None
+        return gq, gk, gv, None, None, None
 
 
 def _blocks(hd):
@@ -105,12 +110,14 @@ def _scale(scale, hd):
     return check_finite_scalar("causal_attention", "scale", scale)
 
 
-def causal_attention(q, k, v, scale=None, layout="bhtd"):
+def causal_attention(q, k, v, scale=None, layout="bhtd", out_layout=None):
     """softmax(scale q k^T + causal mask) v; q (B, Hq, T, hd), k/v (B, Hkv, T, hd), Hq % Hkv == 0.
 
-    scale defaults to 1/sqrt(hd). layout="bthd" takes and returns (B, T, H, hd) instead.
+    scale defaults to 1/sqrt(hd). layout="bthd" takes (B, T, H, hd) instead; the output is in
+    out_layout (default: layout), so a model can keep q, k, v head-major ("bhtd", where each head's
+    rows are contiguous for the block GEMMs) and still get o as (B, T, H, hd) for its projection.
     """
-    return CausalAttention.apply(q, k, v, scale, layout)
+    return CausalAttention.apply(q, k, v, scale, layout, layout if out_layout is None else out_layout)
 
 
 def attention_inference(q, k, v, scale=None, layout="bhtd"):
