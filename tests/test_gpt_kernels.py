@@ -227,7 +227,7 @@ ATTN_SHAPES = [  # B, Hq, Hkv, T, hd
 ]
 
 
-@pytest.fixture(params=[(64, None, 16), (64, 256, 1), (4, 3, 1), (3, 8, 10 ** 9)],
+@pytest.fixture(params=[(attention_kernels.BLOCK_ROWS, None, 16), (64, 256, 1), (4, 3, 1), (3, 8, 10 ** 9)],
                 ids=["default-blocks", "blocks-64x256-keys-transposed", "blocks-4x3-keys-transposed",
                      "blocks-3x8-keys-as-stored"])
 def driver(request):
@@ -246,6 +246,8 @@ def test_block_keys_for_keeps_block_products_small():
     assert attention_kernels.block_keys_for(64, 32) == 256
     assert attention_kernels.block_keys_for(64, 128) == 64
     assert attention_kernels.block_keys_for(64, 100000) == 64
+    assert attention_kernels.block_keys_for(32, 64) == 256
+    assert attention_kernels.block_keys_for(32, 128) == 192
     for hd in (16, 32, 64, 80, 96, 128):
         keys = attention_kernels.block_keys_for(64, hd)
         assert keys % 64 == 0 and (keys == 64 or 64 * keys * hd <= attention_kernels.SMALL_GEMM_MNK)

@@ -9,7 +9,7 @@ One nogil kernel does the work: prange over (batch, head, query block) forward a
 (batch, kv head) backward, each thread making its own single-threaded BLAS calls for the block
 products (hence `serial_blas()` around the calls). Block sizes: `BLOCK_ROWS` query rows x
 `BLOCK_KEYS` keys (module attributes here, so tests can force many blocks on tiny inputs; None
-keys: `kernels.attention.block_keys_for(BLOCK_ROWS, hd)`, 192 at hd 64).
+keys: `kernels.attention.block_keys_for(BLOCK_ROWS, hd)`, 256 at hd 64).
 """
 import math
 
