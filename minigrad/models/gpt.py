@@ -36,7 +36,7 @@ from minigrad.threads import kernel_threads, serial_blas
 
 INIT_STD = 0.02
 # q, k, v between the split and attention in training: "bhtd" (head-major) makes a step ~1 % faster
-# than "bthd" (attention 0.88x, the split 1.2x; docs/gpt.md, "Fourth pass")
+# than "bthd" (attention 0.86-0.91x, the split 1.1-1.2x; docs/gpt.md, "Fourth pass")
 QKV_LAYOUT = "bhtd"
 
 
