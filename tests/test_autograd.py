@@ -104,7 +104,8 @@ def test_leaf_keeps_a_fresh_grad_without_copying_but_never_a_shared_one():
 
     x, y = f64(3), f64(3, rg=False)
     _GradFrom.apply(x, y, fresh).backward(np.ones(3))
-    assert x.grad.data is made[0]()          # adopted: nothing else held it
+    if mg.autograd.engine.EXACT_REFCOUNTS:
+        assert x.grad.data is made[0]()      # adopted: nothing else held it
 
     kept = np.full(3, 5.0)
     x.grad = None

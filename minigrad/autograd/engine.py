@@ -35,6 +35,18 @@ def unbroadcast(grad, shape, op_name="?"):
     return grad
 
 
+def _refcounts_are_exact():
+    """Whether sys.getrefcount counts every reference (CPython up to 3.13 with the GIL; 3.14 borrows
+    references on the evaluation stack and can report fewer, free threading defers counts)."""
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
+        return False
+    gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    return gil_enabled is None or gil_enabled()
+
+
+EXACT_REFCOUNTS = _refcounts_are_exact()
+
+
 def _accumulate_leaf(leaf, grad, owned=False):
     """leaf.grad += grad. A first grad is copied, unless `owned` (no one else holds the array) and
     it is a writable C-contiguous array of the leaf's dtype that owns its memory: then the leaf
@@ -140,7 +152,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                     # references to g: this frame, getrefcount's argument and, when g is the op's
                     # own array, grads_in; any other holder (ctx, a view of it, a second slot of
                     # grads_in) means it is shared, and the leaf gets a copy
-                    owned = sys.getrefcount(g) <= (3 if g is grads_in[j] else 2)
+                    owned = EXACT_REFCOUNTS and sys.getrefcount(g) <= (3 if g is grads_in[j] else 2)
                     _accumulate_leaf(inp, g, owned)
             if not retain_graph:
                 node.free()
