@@ -137,11 +137,11 @@ class LlamaAttention(_Packed):
         cfg = self.cfg
         B, T, C = x.shape
         qkv = linear(x, self.packed_weight())
+        layout = QKV_LAYOUT if cache is None else "bthd"      # the cache is (B, T_max, Hkv, hd)
+        q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base, layout=layout)
         if cache is None:
-            q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base, layout=QKV_LAYOUT)
-            o = F.causal_attention(q, k, v, layout=QKV_LAYOUT, out_layout="bthd")
+            o = F.causal_attention(q, k, v, layout=layout, out_layout="bthd")
         else:
-            q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base)
             kc, vc = cache
             kc[:, start:start + T] = k.data
             vc[:, start:start + T] = v.data

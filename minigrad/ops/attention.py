@@ -55,10 +55,12 @@ def _check(q, k, v, layout, contiguous=True):
     return q4, k4, v4
 
 
-def attention_forward_arrays(q4, k4, v4, scale):
-    """Forward on (B, H, T, hd) views; returns (o in q's layout as a (B, H, T, hd) view, lse)."""
+def attention_forward_arrays(q4, k4, v4, scale, o4=None):
+    """Forward on (B, H, T, hd) views; returns (o4, lse). o4: a (B, H, T, hd) view to write (any
+    strides, unit last one), by default a new array in q's memory layout."""
     B, Hq, Tq, hd = q4.shape
-    o4 = np.empty_like(q4)                      # keeps q's memory layout
+    if o4 is None:
+        o4 = np.empty_like(q4)                  # keeps q's memory layout
     lse = np.empty((B, Hq, Tq), q4.dtype)
     with serial_blas():
         _k.attention_forward(q4, k4, v4, o4, lse, scale, *_blocks(hd))
@@ -79,9 +81,7 @@ class CausalAttention(Function):
         scale = _scale(scale, q4.shape[-1])
         B, H, T, hd = q4.shape
         o = np.empty((B, H, T, hd) if out_layout == "bhtd" else (B, T, H, hd), q4.dtype)
-        lse = np.empty((B, H, T), q4.dtype)
-        with serial_blas():
-            _k.attention_forward(q4, k4, v4, _as_bhtd(o, out_layout), lse, scale, *_blocks(hd))
+        _, lse = attention_forward_arrays(q4, k4, v4, scale, _as_bhtd(o, out_layout))
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.scale, ctx.layouts = scale, (layout, out_layout)
         return o
