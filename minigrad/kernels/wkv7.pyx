@@ -77,10 +77,12 @@ cdef extern from *:
     MG_LANE_SUMS_PLAIN(float, f, 16)
     MG_LANE_SUMS_PLAIN(double, d, 8)
     #endif
+    #define MG_R __restrict__   /* every pointer below names its own array */
     #define MG_WKV_STEPS(T, SUF, BASE)                                                          \
     static inline __attribute__((always_inline)) void mg_wkv_fwd_##SUF(const T *Sin,      \
-            T *ST, const T *r, const T *w, const T *k, const T *v_, const T *a,            \
-            const T *b, T *y, T *sa_io, const T *a_next, T *sa_next, const Py_ssize_t N,   \
+            T *ST, const T *MG_R r, const T *MG_R w, const T *MG_R k, const T *MG_R v_,   \
+            const T *MG_R a, const T *MG_R b, T *MG_R y, T *MG_R sa_io,                    \
+            const T *MG_R a_next, T *MG_R sa_next, const Py_ssize_t N,                     \
             const int want_y, const int have_sa, const int want_next) {                    \
         /* ST = step(Sin); Sin == ST (in place) is allowed: each element is read, then   \
            written, by the same iteration. sa = Sin a: read from sa_io when have_sa (the  \
@@ -119,8 +121,8 @@ cdef extern from *:
     /* The backward works on states in the natural layout S[i*N + j] (row = value index i): \
        the recompute is then one pass per row with the saved sa (no reductions), and the   \
        reverse sweep has two row reductions per row instead of five. */                    \
-    static inline __attribute__((always_inline)) void mg_wkv_rec_##SUF(const T *Sin,       \
-            T *S, const T *w, const T *k, const T *v, const T *b, const T *sa,             \
+    static inline __attribute__((always_inline)) void mg_wkv_rec_##SUF(const T *MG_R Sin,    \
+            T *MG_R S, const T *MG_R w, const T *MG_R k, const T *MG_R v, const T *MG_R b, const T *MG_R sa, \
             const Py_ssize_t N) {                                                          \
         /* S = Sin diag(w) + v k^T + sa b^T (Sin != S), the forward's update, same rounding */\
         for (Py_ssize_t i = 0; i < N; i++) {                                               \
@@ -140,11 +142,13 @@ cdef extern from *:
                                   dv_u[i], q1[i] = sum_j D[i,j] (k_u[j], b_u[j])  (lane   \
                                   partials pv, pq of VL columns, summed by the caller)    \
        The column sums stay in registers over the whole i loop; only pv/pq go to memory. */\
-    static inline __attribute__((always_inline)) void mg_wkv_bwd_cols_##SUF(const T *S,   \
-            T *D, const T *q2, const T *w, const T *a, T *dw, T *da, const T *r,           \
-            const T *gy, const T *k, const T *b, const T *v, const T *sa, T *dr, T *dk,    \
-            T *db, T *pv, T *pq, const Py_ssize_t N, const Py_ssize_t j0,                  \
-            const Py_ssize_t NL, const Py_ssize_t VL, const int DO1, const int DO2) {      \
+    static inline __attribute__((always_inline)) void mg_wkv_bwd_cols_##SUF(             \
+            const T *MG_R S, T *MG_R D, const T *MG_R q2, const T *MG_R w, const T *MG_R a, T *MG_R dw,      \
+            T *MG_R da, const T *MG_R r, const T *MG_R gy, const T *MG_R k, const T *MG_R b,              \
+            const T *MG_R v, const T *MG_R sa, T *MG_R dr, T *MG_R dk, T *MG_R db, T *MG_R pv, T *MG_R pq,      \
+            const Py_ssize_t N, const Py_ssize_t j0,                                       \
+            const Py_ssize_t NL, const Py_ssize_t VL, const int DO1, const int DO2,        \
+            const int FIRST) {  /* FIRST: pv, pq are written, not accumulated into */     \
         T aw[64 / sizeof(T)], aa[64 / sizeof(T)], ar[64 / sizeof(T)];  /* NL <= VL */      \
         T ak[64 / sizeof(T)], ab[64 / sizeof(T)];                                          \
         for (Py_ssize_t l = 0; l < NL; l++) { aw[l] = 0; aa[l] = 0; ar[l] = 0; ak[l] = 0; ab[l] = 0; }\
@@ -163,8 +167,8 @@ cdef extern from *:
                 }                                                                          \
                 if (DO1) {                                                                 \
                     d += r[j0 + l] * gyi;                                                  \
-                    pvi[l] += d * k[j0 + l];                                               \
-                    pqi[l] += d * b[j0 + l];                                               \
+                    pvi[l] = (FIRST ? 0 : pvi[l]) + d * k[j0 + l];                         \
+                    pqi[l] = (FIRST ? 0 : pqi[l]) + d * b[j0 + l];                         \
                     ak[l] += d * vi;                                                       \
                     ab[l] += d * sai;                                                      \
                     ar[l] += s * gyi;                                                      \
@@ -184,14 +188,15 @@ cdef extern from *:
             const int DO1, const int DO2) {                                                \
         enum { VL = 64 / sizeof(T) };       /* columns per block: two 256-bit vectors */   \
         T pv[N * VL], pq[N * VL];                                                          \
-        if (DO1) for (Py_ssize_t m = 0; m < N * VL; m++) { pv[m] = 0; pq[m] = 0; }         \
+        /* a first full block of columns writes pv, pq; a lone partial one needs zeros */  \
+        if (DO1 && N < VL) for (Py_ssize_t m = 0; m < N * VL; m++) { pv[m] = 0; pq[m] = 0; }\
         Py_ssize_t j0 = 0;                                                                 \
         for (; j0 + VL <= N; j0 += VL)                                                     \
             mg_wkv_bwd_cols_##SUF(S, D, q2, w, a, dw, da, r, gy, k, b, v, sa, dr, dk, db,  \
-                                  pv, pq, N, j0, VL, VL, DO1, DO2);                        \
+                                  pv, pq, N, j0, VL, VL, DO1, DO2, j0 == 0);               \
         if (j0 < N)                                                                        \
             mg_wkv_bwd_cols_##SUF(S, D, q2, w, a, dw, da, r, gy, k, b, v, sa, dr, dk, db,  \
-                                  pv, pq, N, j0, N - j0, VL, DO1, DO2);                    \
+                                  pv, pq, N, j0, N - j0, VL, DO1, DO2, j0 == 0);           \
         if (DO1) {                                                                         \
             Py_ssize_t i = 0;                                                              \
             for (; i + VL <= N; i += VL) {                                                 \
@@ -436,6 +441,8 @@ def wkv7_backward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w
                 t0 = c * chunk
                 L = min(chunk, T - t0)
                 _transpose_into(states, &ckpt[(bh * nchunk + c) * NN], N)
+                if c > 0:   # the next chunk's checkpoint, written long ago by the forward
+                    mg_prefetch_r(&ckpt[(bh * nchunk + c - 1) * NN], NN * sizeof(floating))
                 for s in range(L):
                     t = t0 + s
                     # the reverse sweep below walks these rows downwards in t, which the
