@@ -222,8 +222,8 @@ class RWKV7TimeMix(Function):
 
         if save:
             # params go through save_for_backward too, so in-place edits of them are detected
-            ctx.save_for_backward(x, shift, mu, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
-                                  hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved,
+            ctx.save_for_backward(x, shift, mu, xs, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv,
+                                  vf, hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved,
                                   *(p[n] for n in TIME_MIX_PARAMS))
             ctx.layer_id, ctx.dims = layer_id, (B, T, C, H, N)
         outs = (out, new_shift, sT)
@@ -234,9 +234,9 @@ class RWKV7TimeMix(Function):
     @staticmethod
     def backward(ctx, gout, gnew_shift, gsT, gv_first_out=None):
         saved = ctx.saved_tensors
-        (x, shift, mu, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
-         hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt, sa) = saved[:28]
-        p = dict(zip(TIME_MIX_PARAMS, saved[28:]))
+        (x, shift, mu, xs, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf,
+         hw, ha, hg, hv, g, y, u, mean, rstd, bonus, ckpt, sa) = saved[:29]
+        p = dict(zip(TIME_MIX_PARAMS, saved[29:]))
         layer_id = ctx.layer_id
         B, T, C, H, N = ctx.dims
         M, dt = B * T, x.dtype
@@ -289,8 +289,6 @@ class RWKV7TimeMix(Function):
             grads["v0"] = None
 
         # GEMM backward of projections and LoRAs, straight into the six lerp grads
-        xs = np.empty((6, B, T, C), dt)
-        _ts.token_shift_forward(x, shift, mu, xs)
         xr, xw, xk, xv, xa, xg = xs.reshape(6, M, C)
         gxs = np.empty((6, M, C), dt)
         gxr, gxw, gxk, gxv, gxa, gxg = gxs
@@ -399,12 +397,12 @@ class RWKV7ChannelMix(Function):
         _cm.relu_square_forward(p, p, act)
         out = (act @ value_weight.T).reshape(B, T, C)
         if _recording(ctx):
-            ctx.save_for_backward(x, shift, mu, key_weight, value_weight, p)
+            ctx.save_for_backward(x, shift, mu, xk, key_weight, value_weight, p)
         return out, x[:, -1].copy()
 
     @staticmethod
     def backward(ctx, gout, gnew_shift):
-        x, shift, mu, key_weight, value_weight, p = ctx.saved_tensors
+        x, shift, mu, xk, key_weight, value_weight, p = ctx.saved_tensors
         B, T, C = x.shape
         M = B * T
         need = ctx.needs_input_grad
@@ -414,9 +412,7 @@ class RWKV7ChannelMix(Function):
         _cm.relu_square_backward(gh, p, act)
         g_wv = gout.T @ act if need[4] else None
         del act
-        xs = np.empty((1, B, T, C), x.dtype)
-        _ts.token_shift_forward(x, shift, mu, xs)
-        g_wk = gh.T @ xs.reshape(M, C) if need[3] else None
+        g_wk = gh.T @ xk if need[3] else None
         gxs = (gh @ key_weight).reshape(1, B, T, C)
         gx = np.empty_like(x)
         gshift = np.empty((B, C), x.dtype)
