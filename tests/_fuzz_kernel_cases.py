@@ -18,6 +18,7 @@ from minigrad.kernels import (
     layer_norm,
     rms_norm,
     rope,
+    scatter,
     swiglu,
     token_shift,
     wkv7,
@@ -110,6 +111,11 @@ def kernel_calls(dt, seed=0):
     )
     calls["channel_mix.relu_square_backward"] = Call(
         channel_mix.relu_square_backward, O(r(N, F)), A(np.maximum(r(N, F), 0)), O(e(N, F))
+    )
+
+    # embedding / x[int_array] backward: V rows scatter-added from N
+    calls["scatter.scatter_add_rows"] = Call(
+        scatter.scatter_add_rows, Arr(e(V, C), out=True, free=(0,)), Arr(ids(N, V), high=V), A(r(N, C))
     )
 
     # cross-entropy

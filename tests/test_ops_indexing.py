@@ -59,6 +59,32 @@ def test_scatter_add_rows_matches_add_at():
     np.testing.assert_allclose(scatter_add_rows(np.zeros((7, 4)), ids, rows), expected, rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7,), (7, 1), (7, 5), (7, 3, 2)])
+def test_scatter_add_rows_kernel_accumulates_repeats_in_order(dtype, shape):
+    rng = np.random.default_rng(4)
+    ids = np.concatenate([[6, 6, 0], rng.integers(0, 7, 60), [6]])   # repeats, first and last rows
+    rows = rng.standard_normal((ids.size,) + shape[1:]).astype(dtype)
+    expected = np.zeros(shape, dtype)
+    for i, row in zip(ids, rows):               # the order the kernel promises
+        expected[i] += row
+    out = scatter_add_rows(np.zeros(shape, dtype), ids, rows)
+    np.testing.assert_array_equal(out, expected)
+    # int32 and uint ids, a non-contiguous rows view: the same sums
+    strided = np.repeat(rows, 2, axis=0)[::2]
+    np.testing.assert_array_equal(scatter_add_rows(np.zeros(shape, dtype), ids.astype(np.uint32), strided),
+                                  expected)
+
+
+def test_scatter_add_rows_rejects_bad_ids_and_shapes():
+    with pytest.raises(IndexError, match=r"scatter_add_rows: ids contains 4, outside \[0, 4\)"):
+        scatter_add_rows(np.zeros((4, 3)), np.array([0, 4]), np.ones((2, 3)))
+    with pytest.raises(IndexError, match="outside"):
+        scatter_add_rows(np.zeros((4, 3)), np.array([-1]), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="scatter_add_rows: rows"):
+        scatter_add_rows(np.zeros((4, 3)), np.array([0, 1]), np.ones((3, 3)))
+
+
 def test_getitem_errors_name_op_and_shape():
     x = mg.ones(4, 3)
     with pytest.raises(IndexError, match=r"getitem: index \[5\] is invalid for shape \(4, 3\)"):

@@ -80,7 +80,7 @@ cdef extern from *:
     #define MG_R __restrict__   /* every pointer below names its own array */
     #define MG_WKV_STEPS(T, SUF, BASE)                                                          \
     static inline __attribute__((always_inline)) void mg_wkv_fwd_##SUF(const T *Sin,      \
-            T *ST, const T *MG_R r, const T *MG_R w, const T *MG_R k, const T *MG_R v_,   \
+            T *ST, const T *MG_R r, const T *MG_R w, const T *MG_R k, const T *MG_R v_,    \
             const T *MG_R a, const T *MG_R b, T *MG_R y, T *MG_R sa_io,                    \
             const T *MG_R a_next, T *MG_R sa_next, const Py_ssize_t N,                     \
             const int want_y, const int have_sa, const int want_next) {                    \
@@ -121,8 +121,9 @@ cdef extern from *:
     /* The backward works on states in the natural layout S[i*N + j] (row = value index i): \
        the recompute is then one pass per row with the saved sa (no reductions), and the   \
        reverse sweep has two row reductions per row instead of five. */                    \
-    static inline __attribute__((always_inline)) void mg_wkv_rec_##SUF(const T *MG_R Sin,    \
-            T *MG_R S, const T *MG_R w, const T *MG_R k, const T *MG_R v, const T *MG_R b, const T *MG_R sa, \
+    static inline __attribute__((always_inline)) void mg_wkv_rec_##SUF(const T *MG_R Sin,  \
+            T *MG_R S, const T *MG_R w, const T *MG_R k, const T *MG_R v,                  \
+            const T *MG_R b, const T *MG_R sa,                                             \
             const Py_ssize_t N) {                                                          \
         /* S = Sin diag(w) + v k^T + sa b^T (Sin != S), the forward's update, same rounding */\
         for (Py_ssize_t i = 0; i < N; i++) {                                               \
@@ -142,10 +143,12 @@ cdef extern from *:
                                   dv_u[i], q1[i] = sum_j D[i,j] (k_u[j], b_u[j])  (lane   \
                                   partials pv, pq of VL columns, summed by the caller)    \
        The column sums stay in registers over the whole i loop; only pv/pq go to memory. */\
-    static inline __attribute__((always_inline)) void mg_wkv_bwd_cols_##SUF(             \
-            const T *MG_R S, T *MG_R D, const T *MG_R q2, const T *MG_R w, const T *MG_R a, T *MG_R dw,      \
-            T *MG_R da, const T *MG_R r, const T *MG_R gy, const T *MG_R k, const T *MG_R b,              \
-            const T *MG_R v, const T *MG_R sa, T *MG_R dr, T *MG_R dk, T *MG_R db, T *MG_R pv, T *MG_R pq,      \
+    static inline __attribute__((always_inline)) void mg_wkv_bwd_cols_##SUF(               \
+            const T *MG_R S, T *MG_R D, const T *MG_R q2, const T *MG_R w,                 \
+            const T *MG_R a,                                                               \
+            T *MG_R dw, T *MG_R da, const T *MG_R r, const T *MG_R gy, const T *MG_R k,    \
+            const T *MG_R b, const T *MG_R v, const T *MG_R sa, T *MG_R dr, T *MG_R dk,    \
+            T *MG_R db, T *MG_R pv, T *MG_R pq,                                            \
             const Py_ssize_t N, const Py_ssize_t j0,                                       \
             const Py_ssize_t NL, const Py_ssize_t VL, const int DO1, const int DO2,        \
             const int FIRST) {  /* FIRST: pv, pq are written, not accumulated into */     \

@@ -7,21 +7,27 @@ repeats, so a plain assignment does; with them repeated positions must accumulat
 import numpy as np
 
 from minigrad.autograd.function import Function
+from minigrad.kernels import scatter as _scatter
+from minigrad.kernels.validate import FLOAT_DTYPES
 from minigrad.ops._common import shape_str
 from minigrad.tensor import Tensor
 
 
 def scatter_add_rows(out, ids, rows):
-    """out[ids[i]] += rows[i] for a 1-D int array `ids`, repeats accumulating (in place on `out`).
-
-    Sort + segment sums (np.add.reduceat): much faster than np.add.at for float32, deterministic.
+    """out[ids[i]] += rows[i] for a 1-D int array `ids` in [0, len(out)), repeats accumulating in
+    order of i (in place on `out`; deterministic). A Cython pass (kernels/scatter.pyx) for float32/64
+    rows; other dtypes through np.add.at.
     """
+    if len(rows) != ids.size:
+        raise ValueError(f"scatter_add_rows: rows has {len(rows)} rows for {ids.size} ids")
     if ids.size == 0:
         return out
-    order = np.argsort(ids, kind="stable")
-    ids_sorted = ids[order]
-    starts = np.flatnonzero(np.concatenate(([True], ids_sorted[1:] != ids_sorted[:-1])))
-    out[ids_sorted[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+    if out.dtype in FLOAT_DTYPES and rows.dtype == out.dtype and out.flags.c_contiguous:
+        width = int(np.prod(out.shape[1:]))
+        _scatter.scatter_add_rows(out.reshape(out.shape[0], width), np.ascontiguousarray(ids, np.int64),
+                                  np.ascontiguousarray(rows).reshape(ids.size, width))
+    else:
+        np.add.at(out, ids, rows)
     return out
 
 
