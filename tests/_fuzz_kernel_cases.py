@@ -100,6 +100,11 @@ def kernel_calls(dt, seed=0):
         O(e(N, C)),
         Arr(e(nth, 2, C), out=True, free=(0,)),
         Num(True),
+        Arr(r(N, C), legal=("dim0_zero", "none")),    # gres: N rows, or absent (None / 0 rows)
+    )
+    calls["layer_norm.add_layer_norm_forward"] = Call(
+        layer_norm.add_layer_norm_forward, A(r(N, C)), A(r(N, C)), A(r(C)), A(r(C)), D(1e-5),
+        O(e(N, C)), O(e(N, C)), O(e(N)), O(e(N)),
     )
     # gate/up (and their grads) may be row-strided halves of one packed (N, 2F) projection
     calls["swiglu.swiglu_forward"] = Call(swiglu.swiglu_forward, S(r(N, F)), S(r(N, F)), O(e(N, F)))

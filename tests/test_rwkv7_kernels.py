@@ -1,4 +1,4 @@
-"""F.rwkv7_channel_mix and F.layer_norm: numpy references, fp64 gradchecks over every input,
+"""F.rwkv7_channel_mix, F.layer_norm and add_layer_norm: numpy references, fp64 gradchecks over every input,
 fp32 vs fp64, carried token-shift state, torch where installed, bad inputs."""
 import numpy as np
 import pytest
@@ -6,6 +6,7 @@ import pytest
 import minigrad as mg
 from minigrad import functional as F
 from minigrad.autograd import gradcheck
+from minigrad.ops.rwkv7 import add_layer_norm
 
 
 def ref_channel_mix(x, shift, x_k, wk, wv):
@@ -90,6 +91,45 @@ def test_layer_norm_fp32_matches_fp64():
         res[dt] = [y.numpy()] + [t.grad.numpy() for t in ts]
     for a32, a64 in zip(res[np.float32], res[np.float64]):
         assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (3, 5), (2, 3, 7), (70, 16)])
+def test_add_layer_norm_matches_add_then_layer_norm_and_gradchecks(shape):
+    """(s, y) = (x + r, layer_norm(x + r)): values against numpy, and every input's gradient through
+    both outputs by central differences (70 rows: the kernels' parallel path)."""
+    rng = np.random.default_rng(sum(shape))
+    x, r = rng.standard_normal(shape), 2 * rng.standard_normal(shape) + 0.5
+    w, b = rng.uniform(0.5, 1.5, shape[-1]), rng.standard_normal(shape[-1])
+    ts = [mg.tensor(a, requires_grad=True) for a in (x, r, w, b)]
+    s, y = add_layer_norm(*ts, eps=1e-5)
+    np.testing.assert_array_equal(s.numpy(), x + r)
+    np.testing.assert_allclose(y.numpy(), ref_layer_norm(x + r, w, b, 1e-5), rtol=1e-10, atol=1e-10)
+    u = mg.tensor(rng.standard_normal(shape))   # weights the two outputs differently
+
+    def loss(*t):
+        s, y = add_layer_norm(*t, eps=1e-5)
+        return (s * s * u).sum() + (y * y * y).sum()
+    assert gradcheck(loss, ts, rtol=1e-6)
+    # fp32 kernels against their fp64 path
+    res = {}
+    for dt in (np.float32, np.float64):
+        tt = [mg.tensor(a, dtype=dt, requires_grad=True) for a in (x, r, w, b)]
+        s, y = add_layer_norm(*tt)
+        ((s * s).sum() + (y * y * y).sum()).backward()
+        res[dt] = [s.numpy(), y.numpy()] + [t.grad.numpy() for t in tt]
+    for a32, a64 in zip(res[np.float32], res[np.float64]):
+        assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
+
+
+def test_add_layer_norm_rejects_bad_inputs():
+    x = mg.tensor(np.ones((2, 4)))
+    w, b = mg.tensor(np.ones(4)), mg.tensor(np.zeros(4))
+    with pytest.raises(ValueError, match="add_layer_norm: r"):
+        add_layer_norm(x, mg.tensor(np.ones((2, 3))), w, b)
+    with pytest.raises(TypeError, match="mix float32 and float64"):
+        add_layer_norm(x, mg.tensor(np.ones((2, 4)), dtype=np.float32), w, b)
+    with pytest.raises(ValueError, match="add_layer_norm: eps"):
+        add_layer_norm(x, x, w, b, eps=0.0)
 
 
 def test_against_torch():

@@ -1,4 +1,6 @@
-"""LayerNorm over the last dimension: y = (x - mean) rstd w + b, rstd = 1 / sqrt(var + eps).
+"""LayerNorm over the last dimension: y = (x - mean) rstd w + b, rstd = 1 / sqrt(var + eps),
+optionally fused with the residual add before it (add_layer_norm_forward; its backward is
+layer_norm_backward with the residual stream's gradient `gres` added in the same pass).
 
 Rows are independent: prange over rows, handed out dynamically. Weight/bias grads are sums over
 rows, accumulated per fixed block of rows in the (2, C) rows of `acc` that the caller sums in block
@@ -53,11 +55,31 @@ def layer_norm_forward(const floating[:, ::1] x, const floating[::1] weight,
             _norm_row(&x[m, 0], &weight[0], &bias[0], eps, &y[m, 0], &mean[m], &rstd[m], C)
 
 
+# x, r: (M, C), weight, bias: (C,) -> s: (M, C) = x + r, y: (M, C) = layer_norm(s), mean, rstd: (M,)
+def add_layer_norm_forward(const floating[:, ::1] x, const floating[:, ::1] r,
+                           const floating[::1] weight, const floating[::1] bias, double eps,
+                           floating[:, ::1] s, floating[:, ::1] y, floating[::1] mean,
+                           floating[::1] rstd):
+    """s = x + r (a residual add), then y = layer_norm(s) as layer_norm_forward, in one pass."""
+    check_kernel_args("add_layer_norm_forward", "x:N,C r:N,C weight:C bias:C s:N,C y:N,C mean:N rstd:N",
+                      x, r, weight, bias, s, y, mean, rstd)
+    cdef Py_ssize_t M = x.shape[0], C = x.shape[1], m, c
+    cdef floating* sr
+    if M == 0 or C == 0:
+        return
+    with nogil:
+        for m in prange(M, schedule="dynamic", chunksize=32, use_threads_if=M >= PARALLEL_MIN_ROWS):
+            sr = &s[m, 0]
+            for c in range(C):
+                sr[c] = x[m, c] + r[m, c]
+            _norm_row(sr, &weight[0], &bias[0], eps, &y[m, 0], &mean[m], &rstd[m], C)
+
+
 cdef inline void _backward_row(const floating* gy, const floating* x, const floating* w, floating mu,
-                               floating rs, floating* gx, floating* agw, floating* agb,
-                               Py_ssize_t C, bint need_gx) noexcept nogil:
+                               floating rs, const floating* gres, floating* gx, floating* agw,
+                               floating* agb, Py_ssize_t C, bint need_gx) noexcept nogil:
     """One row: agw += gy xhat, agb += gy and (need_gx) gx, with xhat = (x - mu) rs, g = gy w:
-    gx = rs (g - mean_c g - xhat mean_c(g xhat))."""
+    gx = rs (g - mean_c g - xhat mean_c(g xhat)) [+ gres, when not NULL]."""
     cdef Py_ssize_t c
     cdef floating m1, m2
     for c in range(C):
@@ -67,22 +89,31 @@ cdef inline void _backward_row(const floating* gy, const floating* x, const floa
         return
     m1 = <floating>(row_dot(gy, w, C) / C)
     m2 = <floating>(row_dot_centered(gy, w, x, C, mu) * rs / C)
-    for c in range(C):
-        gx[c] = rs * (gy[c] * w[c] - m1 - (x[c] - mu) * rs * m2)
+    if gres == NULL:
+        for c in range(C):
+            gx[c] = rs * (gy[c] * w[c] - m1 - (x[c] - mu) * rs * m2)
+    else:
+        for c in range(C):
+            gx[c] = rs * (gy[c] * w[c] - m1 - (x[c] - mu) * rs * m2) + gres[c]
 
 
-# gy, x: (M, C), weight: (C,), mean, rstd: (M,) -> gx: (M, C), acc: (nthreads, 2, C) (gw, gb)
+# gy, x: (M, C), weight: (C,), mean, rstd: (M,), gres: (M, C) or (0, C) -> gx: (M, C),
+# acc: (nblocks, 2, C) (gw, gb partials)
 def layer_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
                         const floating[::1] weight, const floating[::1] mean,
                         const floating[::1] rstd, floating[:, ::1] gx,
-                        floating[:, :, ::1] acc, bint need_gx):
+                        floating[:, :, ::1] acc, bint need_gx, const floating[:, ::1] gres=None):
     """With xhat = (x - mean) rstd and g = gy w:
-        gx = rstd (g - mean_c(g) - xhat mean_c(g xhat));  gw = sum_m gy xhat;  gb = sum_m gy
-    acc[p] holds block p's (gw, gb) partial; block p is a fixed range of rows, so the sums do not
-    depend on which thread ran it.
+        gx = rstd (g - mean_c(g) - xhat mean_c(g xhat)) [+ gres];  gw = sum_m gy xhat;  gb = sum_m gy
+    gres (given with M rows): a gradient that also reaches x, added in the same pass (the residual
+    stream's grad when x = s of add_layer_norm_forward). acc[p] holds block p's (gw, gb) partial;
+    block p is a fixed range of rows, so the sums do not depend on which thread ran it.
     """
-    check_kernel_args("layer_norm_backward", "gy:N,C x:N,C weight:C mean:N rstd:N gx:N,C acc:P,2,C",
-                      gy, x, weight, mean, rstd, gx, acc)
+    if gres is None:
+        gres = x[:0]
+    check_kernel_args("layer_norm_backward",
+                      "gy:N,C x:N,C weight:C mean:N rstd:N gx:N,C acc:P,2,C gres:N?,C",
+                      gy, x, weight, mean, rstd, gx, acc, gres)
     check_kernel_scalar("layer_norm_backward", "acc.shape[0]", acc.shape[0], 1)
     cdef Py_ssize_t M = x.shape[0], C = x.shape[1]
     cdef Py_ssize_t nblocks = acc.shape[0]
@@ -90,6 +121,7 @@ def layer_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
     cdef Py_ssize_t blk, m, c
     cdef floating* agw
     cdef floating* agb
+    cdef bint with_res = gres.shape[0] > 0
     if C == 0:
         return
     with nogil:
@@ -100,5 +132,6 @@ def layer_norm_backward(const floating[:, ::1] gy, const floating[:, ::1] x,
                 agw[c] = 0
                 agb[c] = 0
             for m in range(blk * rows, min(blk * rows + rows, M)):
-                _backward_row(&gy[m, 0], &x[m, 0], &weight[0], mean[m], rstd[m], &gx[m, 0],
+                _backward_row(&gy[m, 0], &x[m, 0], &weight[0], mean[m], rstd[m],
+                              &gres[m, 0] if with_res else <const floating*>NULL, &gx[m, 0],
                               agw, agb, C, need_gx)

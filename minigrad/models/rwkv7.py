@@ -5,6 +5,8 @@
 Each time mix is one fused autograd node (`F.rwkv7_time_mix`: token shift, projections, LoRAs, WKV7,
 GroupNorm, bonus, gate, output), each channel mix another (`F.rwkv7_channel_mix`). Layer 0's value `v`
 feeds the value residual of every later layer, token by token, so it is never carried across calls.
+Each residual add runs fused with the LayerNorm after it (ln2, the next block's ln1, ln_out:
+`add_layer_norm`), as GPT does with its RMSNorms.
 
 The recurrent state of a batch is a list with one `(att_shift (B, C), wkv (B, H, N, N), ffn_shift (B, C))`
 tuple of Tensors per layer. Passing it back in continues the sequence exactly: a sequence processed whole,
@@ -20,6 +22,7 @@ from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expe
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.models.sampling import check_sampling, sample
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
+from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
 from minigrad.threads import serial_blas
 
@@ -99,9 +102,24 @@ class RWKV7Block(Module):
         dx, ffn_shift = self.ffn(_norm(self.ln2, x), ffn_shift)
         return x + dx, (att_shift, wkv, ffn_shift), v_first
 
+    def forward_normed(self, x, h, next_ln, layer_state, v_first):
+        """The same block on the residual stream x with h = ln1(x) already computed; returns
+        (x', next_ln(x'), state, v_first), each residual add fused with the LayerNorm after it."""
+        att_shift, wkv, ffn_shift = layer_state
+        dx, att_shift, wkv, v_first = self.att(h, att_shift, wkv, v_first)
+        x, h = _add_norm(self.ln2, x, dx)
+        dx, ffn_shift = self.ffn(h, ffn_shift)
+        x, h = _add_norm(next_ln, x, dx)
+        return x, h, (att_shift, wkv, ffn_shift), v_first
+
 
 def _norm(ln, x):
     return F.layer_norm(x, ln.weight, ln.bias, ln.eps)
+
+
+def _add_norm(ln, x, r):
+    """(x + r, ln(x + r)) in one pass."""
+    return add_layer_norm(x, r, ln.weight, ln.bias, ln.eps)
 
 
 class RWKV7(Module):
@@ -208,13 +226,16 @@ class RWKV7(Module):
         """forward on validated inputs: idx int64 (B, T), state a valid state or None."""
         if state is None:
             state = [(None, None, None)] * self.config.n_layer
-        x = _norm(self.blocks[0].ln0, self.emb(idx))
+        blocks = list(self.blocks)
+        x = _norm(blocks[0].ln0, self.emb(idx))
+        h = _norm(blocks[0].ln1, x)
         v_first = None
         new_state = []
-        for block, layer_state in zip(self.blocks, state):
-            x, layer_state, v_first = block(x, layer_state, v_first)
+        for i, (block, layer_state) in enumerate(zip(blocks, state)):
+            next_ln = blocks[i + 1].ln1 if i + 1 < len(blocks) else self.ln_out
+            x, h, layer_state, v_first = block.forward_normed(x, h, next_ln, layer_state, v_first)
             new_state.append(layer_state)
-        return self.head(_norm(self.ln_out, x)), new_state
+        return self.head(h), new_state
 
     def init_state(self, batch_size):
         """The all-zeros state (equivalent to state=None)."""

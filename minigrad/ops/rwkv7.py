@@ -434,19 +434,40 @@ def rwkv7_channel_mix(x, shift_state, x_k, key_weight, value_weight):
 # LayerNorm
 # ----------------------------------------------------------------------------------------------
 
+def _check_layer_norm(op, x, weight, bias, eps):
+    """x (..., C) float, weight and bias (C,) of its dtype, eps finite > 0 -> (C, eps)."""
+    check_float(op, "x", x)
+    if x.ndim < 1:
+        raise ValueError(f"{op}: x must have at least 1 dim, got a scalar")
+    C = x.shape[-1]
+    check_float(op, "weight", weight, shape=(C,), dtype=x.dtype)
+    check_float(op, "bias", bias, shape=(C,), dtype=x.dtype)
+    return C, check_finite_scalar(op, "eps", eps, positive=True)
+
+
+def _layer_norm_grads(ctx, gy, gres=None):
+    """(gx [+ gres], gweight, gbias) of y = layer_norm(x) from the saved x, weight, mean, rstd."""
+    x, weight, mean, rstd = ctx.saved_tensors
+    x2 = x.reshape(-1, x.shape[-1])
+    need = ctx.needs_input_grad
+    need_gx = any(need[:ctx.n_x])
+    gx = np.empty_like(x2)
+    acc = np.empty((_ln.grad_blocks(), 2, x2.shape[1]), x2.dtype)
+    if gres is not None:
+        gres = np.ascontiguousarray(gres).reshape(x2.shape)
+    _ln.layer_norm_backward(np.ascontiguousarray(gy).reshape(x2.shape), x2, weight, mean, rstd, gx,
+                            acc, need_gx, gres)
+    gw, gb = acc.sum(0)
+    return (gx.reshape(x.shape) if need_gx else None, gw if need[ctx.n_x] else None,
+            gb if need[ctx.n_x + 1] else None)
+
+
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim; see `layer_norm`."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
-        op = "layer_norm"
-        check_float(op, "x", x)
-        if x.ndim < 1:
-            raise ValueError(f"{op}: x must have at least 1 dim, got a scalar")
-        C = x.shape[-1]
-        check_float(op, "weight", weight, shape=(C,), dtype=x.dtype)
-        check_float(op, "bias", bias, shape=(C,), dtype=x.dtype)
-        eps = check_finite_scalar(op, "eps", eps, positive=True)
+        C, eps = _check_layer_norm("layer_norm", x, weight, bias, eps)
         x2 = x.reshape(-1, C)
         y = np.empty_like(x2)
         mean = np.empty(x2.shape[0], x.dtype)
@@ -454,20 +475,45 @@ class LayerNorm(Function):
         _ln.layer_norm_forward(x2, weight, bias, eps, y, mean, rstd)
         if _recording(ctx):
             ctx.save_for_backward(x, weight, mean, rstd)   # x itself: in-place edits are detected
+            ctx.n_x = 1
         return y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, gy):
-        x, weight, mean, rstd = ctx.saved_tensors
-        x2 = x.reshape(-1, x.shape[-1])
-        need = ctx.needs_input_grad
-        gy2 = np.ascontiguousarray(gy).reshape(x2.shape)
-        gx = np.empty_like(x2)
-        acc = np.empty((_ln.grad_blocks(), 2, x2.shape[1]), x2.dtype)
-        _ln.layer_norm_backward(gy2, x2, weight, mean, rstd, gx, acc, need[0])
-        gw, gb = acc.sum(0)
-        return (gx.reshape(x.shape) if need[0] else None, gw if need[1] else None,
-                gb if need[2] else None, None)
+        return _layer_norm_grads(ctx, gy) + (None,)
+
+
+class AddLayerNorm(Function):
+    """x, r (..., C), weight, bias (C,) -> (s = x + r, y = layer_norm(s)): a residual add and the
+    LayerNorm after it in one pass. Backward: g = gs + layer_norm's gx(gy), for x and r alike."""
+
+    @staticmethod
+    def forward(ctx, x, r, weight, bias, eps):
+        op = "add_layer_norm"
+        C, eps = _check_layer_norm(op, x, weight, bias, eps)
+        check_float(op, "r", r, shape=x.shape, dtype=x.dtype)
+        x2 = x.reshape(-1, C)
+        s, y = np.empty_like(x2), np.empty_like(x2)
+        mean = np.empty(x2.shape[0], x.dtype)
+        rstd = np.empty_like(mean)
+        _ln.add_layer_norm_forward(x2, r.reshape(x2.shape), weight, bias, eps, s, y, mean, rstd)
+        s = s.reshape(x.shape)
+        if _recording(ctx):
+            ctx.save_for_backward(s, weight, mean, rstd)
+            ctx.n_x = 2
+        return s, y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, gs, gy):
+        g, gw, gb = _layer_norm_grads(ctx, gy, gres=gs)
+        need_x, need_r = ctx.needs_input_grad[:2]
+        return (g if need_x else None), (g if need_r else None), gw, gb, None
+
+
+def add_layer_norm(x, r, weight, bias, eps=1e-5):
+    """(s, y) = (x + r, layer_norm(x + r, weight, bias, eps)): a residual add fused with the next
+    LayerNorm (x, r (..., C); weight, bias (C,))."""
+    return AddLayerNorm.apply(x, r, weight, bias, eps)
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
