@@ -81,6 +81,28 @@ def test_raw_kernel_shape_mismatch_raises(fn, args):
     assert code == 0 and "raised:" in out and name in out, out
 
 
+def test_kernel_shape_check_remembers_only_passing_shapes():
+    """check_kernel_args caches verdicts by shape: a mismatch after a pass (and a pass after a
+    mismatch) is still judged, and callers mutating the returned sizes do not poison the cache."""
+    from minigrad.kernels.validate import check_kernel_args
+
+    spec = "x:M,C y:M,C w:C"
+    good = (np.ones((3, 4)), np.ones((3, 4)), np.ones(4))
+    sizes = check_kernel_args("op", spec, *good)
+    assert sizes == {"M": 3, "C": 4}
+    sizes["C"] = 99
+    assert check_kernel_args("op", spec, *good) == {"M": 3, "C": 4}
+    with pytest.raises(ValueError, match="op: w has shape"):
+        check_kernel_args("op", spec, np.ones((3, 4)), np.ones((3, 4)), np.ones(5))
+    with pytest.raises(ValueError, match="other: y has shape"):
+        check_kernel_args("other", spec, np.ones((3, 4)), np.ones((2, 4)), np.ones(4))
+    with pytest.raises(TypeError, match="op: y must be an array, got None"):
+        check_kernel_args("op", spec, good[0], None, good[2])
+    assert check_kernel_args("op", spec, *good, M=3) == {"M": 3, "C": 4}
+    with pytest.raises(ValueError, match="x has shape"):
+        check_kernel_args("op", spec, *good, M=2)
+
+
 def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
     # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
     code, out = run_isolated("""

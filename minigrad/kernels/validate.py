@@ -74,6 +74,10 @@ def _spec(spec):
     return tuple(out)
 
 
+_PASSED = {}           # (spec, dims, shapes) -> sizes of a call that passed; shapes alone decide
+_PASSED_MAX = 4096
+
+
 def check_kernel_args(op, spec, *arrays, **dims):
     """Shape contract of a raw kernel entry point, checked before its nogil code runs.
 
@@ -82,7 +86,23 @@ def check_kernel_args(op, spec, *arrays, **dims):
     array: a letter is a size shared by every array that names it, an integer is exact, `*` is
     free, and a trailing `?` (`M?`) also accepts 0 (an optional operand given as an empty array).
     `dims` pre-binds sizes. Returns the dict of sizes.
+
+    The verdict depends only on (spec, dims, the shapes), so shape sets that passed are
+    remembered: a training step repeats the same few, and the full check costs 10-30 us a call.
     """
+    try:
+        key = (spec, tuple(dims.items()), tuple([a.shape for a in arrays]))
+    except AttributeError:          # None (or a non-array) among them: the full check says which
+        return _match_shapes(op, spec, arrays, dims)
+    sizes = _PASSED.get(key)
+    if sizes is None:
+        sizes = _match_shapes(op, spec, arrays, dims)
+        if len(_PASSED) < _PASSED_MAX:
+            _PASSED[key] = sizes
+    return dict(sizes)
+
+
+def _match_shapes(op, spec, arrays, dims):
     sizes = dict(dims)
     pats = _spec(spec)
     for (name, pat), arr in zip(pats, arrays):
