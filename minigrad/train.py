@@ -192,8 +192,17 @@ def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=N
 
 def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, seed=0, window=None):
     """`ids` (1-D) followed by `tokens` sampled ids, through a sliding window as in `generate_text`."""
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 0:
+        raise ValueError(f"generate: tokens must be an int >= 0, got {tokens!r}")
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
+    if limit is not None and limit < 2 and tokens:
+        raise ValueError(f"generate: the model's max_seq_len is {limit}: it cannot hold a prompt token "
+                         "and a new one")
+    if window is not None and window < 1:
+        raise ValueError(f"generate: window must be >= 1, got {window}")
     window = min(w for w in (window, limit) if w) if (window or limit) else None
+    if window is not None:
+        window = max(window, 2)     # one token of context + the new one: a window of 1 sees one token
     model.eval()
     out, produced, chunk = list(ids.tolist()), 0, 0
     while produced < tokens:

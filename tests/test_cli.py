@@ -199,6 +199,33 @@ def test_generate_text_slides_a_window_past_the_trained_length(corpus, tmp_path,
     assert text == res["tokenizer"].decode(ids)
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_generate_with_a_one_token_window_conditions_on_the_last_token(model):
+    """Window 1 used to loop forever (out[-0:] kept the whole context and produced no token)."""
+    from minigrad.models import GPT, RWKV7, GPTConfig, RWKV7Config
+    from minigrad.train import generate_ids
+    mg.manual_seed(0)
+    net = (GPT(GPTConfig(vocab_size=13, d_model=16, n_layer=1, n_head=2, max_seq_len=8)) if model == "gpt"
+           else RWKV7(RWKV7Config(vocab_size=13, d_model=16, n_layer=1, head_size=8)))
+    prompt = np.array([5, 3, 2, 1, 7, 8, 9])
+    ids = generate_ids(net, prompt, 6, seed=1, window=1)
+    assert len(ids) == 13 and np.array_equal(ids[:7], prompt)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="tokens must be an int"):
+            generate_ids(net, prompt, bad)
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        generate_ids(net, prompt, 3, window=-2)
+
+
+def test_generate_rejects_a_model_that_cannot_hold_two_tokens():
+    from minigrad.models import GPT, GPTConfig
+    from minigrad.train import generate_ids
+    net = GPT(GPTConfig(vocab_size=13, d_model=16, n_layer=1, n_head=2, max_seq_len=1))
+    with pytest.raises(ValueError, match="max_seq_len is 1"):
+        generate_ids(net, np.array([5]), 3)
+    assert np.array_equal(generate_ids(net, np.array([5]), 0), [5])
+
+
 def test_a_fresh_run_sets_the_previous_one_aside(corpus, tmp_path):
     train(tiny(corpus, tmp_path, steps=6), log=quiet)
     train(tiny(corpus, tmp_path, steps=3), log=quiet)
