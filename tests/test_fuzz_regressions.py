@@ -103,6 +103,17 @@ def test_kernel_shape_check_remembers_only_passing_shapes():
         check_kernel_args("op", spec, *good, M=2)
 
 
+def test_uint64_ids_above_int64_raise_instead_of_wrapping_negative():
+    # audit: 2**64 - 100 became -100 (the ignore_index) and that row was silently dropped
+    logits = mg.tensor(np.zeros((3, 7), np.float32))
+    for big in (2**64 - 100, 2**64 - 1, 2**63):
+        with pytest.raises(IndexError, match=f"contains {big}, outside"):
+            F.cross_entropy(logits, np.array([big, 1, 2], np.uint64))
+        with pytest.raises(IndexError, match=f"contains {big}, outside"):
+            mg.embedding(mg.tensor(np.array([1, big], np.uint64)), mg.randn(5, 3))
+    assert np.isfinite(F.cross_entropy(logits, np.array([6, 1, 2], np.uint64)).item())
+
+
 def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
     # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
     code, out = run_isolated("""
@@ -174,6 +185,42 @@ def test_rwkv7_generate_rejects_a_non_finite_temperature(temperature):
     model = RWKV7(RWKV7Config(vocab_size=16, d_model=16, n_layer=1, head_size=8), seed=0)
     with pytest.raises(ValueError, match="temperature must be finite and >= 0"):
         model.generate(np.zeros((1, 2), np.int64), 2, temperature=temperature)
+
+
+@pytest.mark.parametrize("logits", [[np.nan, 1.0, 2.0], [0.0, np.inf, 0.0], [-np.inf, -np.inf, -np.inf]])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_sampling_from_non_finite_logits_raises_instead_of_returning_token_0(logits, temperature):
+    # audit: NaN / +inf logits (a diverged model) sampled token 0 silently
+    from minigrad.models.sampling import sample
+    with pytest.raises(ValueError, match="logits of row 1"):
+        sample(np.array([[0.0, 1.0, 2.0], logits]), temperature, rng=np.random.default_rng(0))
+
+
+def test_sampling_at_a_tiny_temperature_is_greedy_not_token_0():
+    # audit: z = logits / 1e-310 overflowed to inf, inf - inf = nan, and token 0 came out
+    from minigrad.models.sampling import sample
+    rng = np.random.default_rng(0)
+    assert sample(np.array([[0.0, 5.0, 1.0], [3.0, -1.0, 2.9]]), 1e-310, rng=rng).tolist() == [1, 0]
+    assert sample(np.array([[0.0, 5.0, -np.inf]]), 1e-310, top_k=2, rng=rng).tolist() == [1]
+
+
+@pytest.mark.parametrize("model_kind", ["gpt", "rwkv7"])
+def test_generate_rejects_non_integer_counts(model_kind):
+    # audit: GPT truncated max_new_tokens=2.7 to 2, and top_k=2.5 failed inside numpy
+    from minigrad.models import GPT, RWKV7, GPTConfig, RWKV7Config
+    if model_kind == "gpt":
+        model = GPT(GPTConfig(vocab_size=16, d_model=16, n_layer=1, n_head=2, max_seq_len=16))
+    else:
+        model = RWKV7(RWKV7Config(vocab_size=16, d_model=16, n_layer=1, head_size=8))
+    idx = np.zeros((1, 2), np.int64)
+    for bad in (2.7, True, "3"):
+        with pytest.raises(TypeError, match="max_new_tokens must be an int"):
+            model.generate(idx, bad)
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 0"):
+        model.generate(idx, -1)
+    with pytest.raises(ValueError, match="top_k must be an int >= 1"):
+        model.generate(idx, 2, top_k=2.5)
+    assert model.generate(idx, np.int64(2), top_k=np.int32(3), seed=0).shape == (1, 4)
 
 
 @pytest.mark.parametrize("kind", ["byte", "char"])

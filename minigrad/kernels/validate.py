@@ -44,6 +44,9 @@ def check_index(op, name, arr, high, shape=None, ignore=None):
         raise TypeError(f"{op}: {name} must be an integer array, got {arr.dtype}")
     if shape is not None and tuple(arr.shape) != tuple(shape):
         raise ValueError(f"{op}: {name} has shape {tuple(arr.shape)}, expected {tuple(shape)}")
+    if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+        bad = arr[arr > np.iinfo(np.int64).max].ravel()[0]     # would wrap negative as int64
+        raise IndexError(f"{op}: {name} contains {int(bad)}, outside [0, {high})")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.size:
         valid = (arr >= 0) & (arr < high)

@@ -25,7 +25,7 @@ from minigrad.autograd import no_grad
 from minigrad.kernels.validate import check_index
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
-from minigrad.models.sampling import check_sampling, sample
+from minigrad.models.sampling import check_new_tokens, check_sampling, sample
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
 from minigrad.ops.rms_norm import add_rms_norm
@@ -245,9 +245,7 @@ class GPT(nn.Module):
         """
         cfg = self.config
         ids = self._ids(idx, cfg.max_seq_len)
-        max_new_tokens = int(max_new_tokens)
-        if max_new_tokens < 0:
-            raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+        max_new_tokens = check_new_tokens(max_new_tokens)
         B, T0 = ids.shape
         if T0 + max_new_tokens > cfg.max_seq_len:
             raise ValueError(f"generate: prompt {T0} + max_new_tokens {max_new_tokens} exceeds "

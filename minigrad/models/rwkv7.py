@@ -20,7 +20,7 @@ from minigrad.autograd import no_grad
 from minigrad.kernels.validate import check_index
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
-from minigrad.models.sampling import check_sampling, sample
+from minigrad.models.sampling import check_new_tokens, check_sampling, sample
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
@@ -252,8 +252,7 @@ class RWKV7(Module):
         memory stays constant per token (no cache grows). temperature 0 means greedy (argmax).
         Returns an int64 numpy array (a Tensor if idx was a Tensor).
         """
-        if max_new_tokens < 0:
-            raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+        max_new_tokens = check_new_tokens(max_new_tokens)
         check_sampling(temperature, top_k, top_p)
         tokens = self._check_idx(idx)
         rng = np.random.default_rng(seed)

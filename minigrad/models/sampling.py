@@ -6,20 +6,39 @@ def check_sampling(temperature, top_k, top_p):
     """Raise ValueError for sampling settings that would sample noise or nothing."""
     if not np.isfinite(temperature) or temperature < 0:   # nan passes `< 0` and samples noise
         raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
-    if top_k is not None and int(top_k) < 1:
-        raise ValueError(f"generate: top_k must be >= 1 or None, got {top_k}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))
+                              or top_k < 1):
+        raise ValueError(f"generate: top_k must be an int >= 1 or None, got {top_k!r}")
     if top_p is not None and not 0.0 < float(top_p) <= 1.0:
         raise ValueError(f"generate: top_p must be in (0, 1] or None, got {top_p}")
 
 
+def check_new_tokens(max_new_tokens):
+    """max_new_tokens as an int >= 0 (a float or bool is a caller's mistake, not a count)."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)):
+        raise TypeError(f"generate: max_new_tokens must be an int, got {max_new_tokens!r}")
+    if max_new_tokens < 0:
+        raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
+    return int(max_new_tokens)
+
+
 def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None):
     """One int64 token id per row of logits (B, V): greedy at temperature 0, else a softmax sample
-    after temperature scaling, top-k, then nucleus (top-p) filtering (the top token always stays)."""
+    after temperature scaling, top-k, then nucleus (top-p) filtering (the top token always stays).
+    NaN or +inf logits (a diverged model) raise ValueError instead of sampling token 0."""
     logits = np.asarray(logits, np.float64)
+    bad = np.isnan(logits) | (logits == np.inf)
+    bad[(logits == -np.inf).all(-1)] = True     # a row with no token left to choose
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise ValueError(f"generate: the logits of row {row} hold {logits[row, col]} (token {col}); "
+                         "the model's weights or inputs are not finite")
     if temperature == 0:
         return logits.argmax(-1)
     rng = rng if rng is not None else np.random.default_rng()
-    z = logits / temperature
+    # shift before dividing: a tiny temperature must not overflow the logits to inf - inf
+    with np.errstate(over="ignore"):
+        z = (logits - logits.max(-1, keepdims=True)) / temperature
     if top_k is not None and top_k < z.shape[-1]:
         kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]
         z = np.where(z < kth, -np.inf, z)
