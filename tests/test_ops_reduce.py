@@ -88,6 +88,22 @@ def test_var_correction_matches_torch_convention():
         assert not np.isfinite(leaf(np.array([1.0])).var().item())   # N - correction = 0, as torch
 
 
+def test_std_of_a_constant_slice_has_zero_gradient_like_torch():
+    # audit: std was sqrt(var), whose backward divided 0 by 0 and gave nan
+    x = np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 5.0]])
+    t = leaf(x)
+    t.std(1).sum().backward()
+    assert np.array_equal(t.grad.data[0], [0.0, 0.0, 0.0])
+    d = x[1] - x[1].mean()
+    np.testing.assert_allclose(t.grad.data[1], d / (2 * np.std(x[1], ddof=1)))
+    with pytest.raises(TypeError, match="std: pass correction or unbiased"):
+        t.std(correction=1, unbiased=True)
+    with np.errstate(all="ignore"):
+        one = leaf(np.array([3.0]))
+        one.std().backward()                   # N - correction = 0: nan both ways, as torch
+        assert np.isnan(one.grad.data).all()
+
+
 def _np_softmax(x, axis):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)

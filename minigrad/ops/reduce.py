@@ -5,6 +5,7 @@ Backwards (k = the input broadcast shape of a keepdim result, N = number of redu
     max / min: gx = g [x == y] / count(x == y): ties split the gradient evenly (PyTorch's full
         reduction does the same; its dim-reduction picks one index instead)
     var: gx = g 2 (x - mean) / (N - correction)
+    std: gx = g (x - mean) / ((N - correction) std), 0 where std = 0 (PyTorch's choice)
     logsumexp: gx = g exp(x - y)
     softmax: gx = y (g - sum(g y))      log_softmax: gx = g - exp(y) sum(g)
 """
@@ -62,7 +63,7 @@ class _Extreme(_Reduction):
             raise ValueError(f"{cls.__name__.lower()}: cannot reduce an empty tensor of shape {x.shape}")
         y = cls.ufunc.reduce(x, axis=dims, keepdims=True)
         ctx.save_for_backward(x, y)
-        return y if keepdim else y.reshape([s for i, s in enumerate(x.shape) if i not in dims])
+        return y if keepdim else y.reshape(_dropped(x.shape, dims))
 
     @staticmethod
     def backward(ctx, g):
@@ -85,18 +86,51 @@ class Var(_Reduction):
 
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
-        Var.setup(ctx, x, dims)
-        d = x - np.mean(x, axis=dims, keepdims=True)
-        denom = _count(x.shape, dims) - correction
+        d, var = _centered_var(ctx, x, dims, correction)
         ctx.save_for_backward(d)
-        ctx.scale = 2.0 / denom if denom > 0 else float("inf")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.sum(d * d, axis=dims, keepdims=keepdim) / (denom if denom > 0 else 0)
+        return var if keepdim else var.reshape(_dropped(x.shape, dims))
 
     @staticmethod
     def backward(ctx, g):
         (d,) = ctx.saved_tensors
-        return g.reshape(_Reduction.kshape(ctx)) * ctx.scale * d, None, None, None
+        with np.errstate(divide="ignore"):
+            scale = 2.0 / ctx.denom if ctx.denom > 0 else np.inf
+        return g.reshape(_Reduction.kshape(ctx)) * scale * d, None, None, None
+
+
+class Std(_Reduction):
+    """sqrt(var) as one op, so that a constant slice (std 0) gets gradient 0 as in PyTorch, not
+    the 0 / 0 of sqrt's backward."""
+
+    @staticmethod
+    def forward(ctx, x, dims, correction, keepdim):
+        d, var = _centered_var(ctx, x, dims, correction)
+        std = np.sqrt(var)
+        ctx.save_for_backward(d, std)
+        return std if keepdim else std.reshape(_dropped(x.shape, dims))
+
+    @staticmethod
+    def backward(ctx, g):
+        d, std = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gx = g.reshape(_Reduction.kshape(ctx)) * d / (ctx.denom * std)
+        if ctx.denom > 0:                   # N - correction <= 0 stays nan, as the forward
+            gx = np.where(std == 0, 0, gx)
+        return gx, None, None, None
+
+
+def _centered_var(ctx, x, dims, correction):
+    """(x - mean, keepdim var = sum (x - mean)^2 / (N - correction)); N - correction <= 0 gives
+    inf / nan as in PyTorch. Sets ctx.shape, ctx.dims and ctx.denom."""
+    _Reduction.setup(ctx, x, dims)
+    d = x - np.mean(x, axis=dims, keepdims=True)
+    ctx.denom = _count(x.shape, dims) - correction
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return d, np.sum(d * d, axis=dims, keepdims=True) / (ctx.denom if ctx.denom > 0 else 0)
+
+
+def _dropped(shape, dims):
+    return [s for i, s in enumerate(shape) if i not in dims]
 
 
 class LogSumExp(_Reduction):
@@ -107,7 +141,7 @@ class LogSumExp(_Reduction):
         LogSumExp.setup(ctx, x, dims)
         y = _logsumexp(x, dims)
         ctx.save_for_backward(x, y)
-        return y if keepdim else y.reshape([s for i, s in enumerate(x.shape) if i not in dims])
+        return y if keepdim else y.reshape(_dropped(x.shape, dims))
 
     @staticmethod
     def backward(ctx, g):
@@ -184,18 +218,20 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 def var(x, dim=None, correction=None, keepdim=False, unbiased=None):
     """Variance over `dim`, dividing by N - correction (default 1; `unbiased=False` means 0)."""
+    return Var.apply(x, _dims("var", x, dim), _correction("var", correction, unbiased), bool(keepdim))
+
+
+def _correction(op, correction, unbiased):
     if correction is not None and unbiased is not None:
-        raise TypeError("var: pass correction or unbiased, not both")
+        raise TypeError(f"{op}: pass correction or unbiased, not both")
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    return Var.apply(x, _dims("var", x, dim), correction, bool(keepdim))
+    return correction
 
 
 def std(x, dim=None, correction=None, keepdim=False, unbiased=None):
-    """sqrt(var(...)) (composed, so its backward is var's times 1 / (2 std))."""
-    from minigrad.ops.elementwise import sqrt
-
-    return sqrt(var(x, dim, correction, keepdim, unbiased))
+    """sqrt(var(...)); backward g (x - mean) / ((N - correction) std), 0 where std = 0."""
+    return Std.apply(x, _dims("std", x, dim), _correction("std", correction, unbiased), bool(keepdim))
 
 
 def logsumexp(x, dim=None, keepdim=False):
