@@ -177,6 +177,25 @@ def test_constructor_errors(make, match):
         make(_param([1.0]))
 
 
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.AdamW(ps, lr=0.1)], ids=["SGD", "AdamW"])
+@pytest.mark.parametrize("key,value", [("lr", float("nan")), ("lr", -1.0), ("weight_decay", -0.5)])
+def test_bad_group_hyperparameters_raise_at_step_before_anything_moves(make, key, value):
+    # audit: SGD applied a NaN or negative per-group lr (also one set by a scheduler) silently
+    a, b = (nn.Parameter(np.ones(3, np.float32)) for _ in range(2))
+    opt = make([{"params": [a]}, {"params": [b], key: value}])
+    for p in (a, b):
+        p.grad = mg.ones(3)
+    with pytest.raises(ValueError, match=key):
+        opt.step()
+    assert np.array_equal(a.data, np.ones(3)) and np.array_equal(b.data, np.ones(3))
+    opt.param_groups[1][key] = opt.param_groups[0][key]
+    opt.param_groups[0]["lr"] = -2.0                   # what a scheduler with min_lr=-2 would set
+    with pytest.raises(ValueError, match="lr must be >= 0"):
+        opt.step()
+    assert np.array_equal(a.data, np.ones(3))
+
+
 @pytest.mark.parametrize("name, kwargs", [("SGD", dict(lr=0.1, momentum=0.9)),
                                           ("AdamW", dict(lr=1e-2, amsgrad=True))])
 def test_state_dict_round_trip_is_exact(name, kwargs):

@@ -17,15 +17,17 @@ class AdamW(Optimizer):
     The update runs in `minigrad.kernels.adamw.adamw_step` (one pass, nogil, OpenMP).
     """
 
+    NON_NEGATIVE = ("lr", "eps", "weight_decay")
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
-        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
-            if check_finite_scalar("AdamW", name, value) < 0:
-                raise ValueError(f"AdamW: {name} must be >= 0, got {value}")
-        for i, beta in enumerate(betas):
-            if not 0.0 <= check_finite_scalar("AdamW", f"betas[{i}]", beta) < 1.0:
-                raise ValueError(f"AdamW: betas[{i}] must be in [0, 1), got {beta}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        for i, beta in enumerate(group["betas"]):
+            if not 0.0 <= check_finite_scalar("AdamW", f"betas[{i}]", beta) < 1.0:
+                raise ValueError(f"AdamW: betas[{i}] must be in [0, 1), got {beta}")
 
     def _update(self, param, grad, group, state):
         if not state:

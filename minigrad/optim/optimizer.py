@@ -1,19 +1,25 @@
 """`Optimizer`: PyTorch's base — param_groups of hyperparameters, per-parameter state, state_dict.
 
 A subclass sets its defaults and implements `_update(param, grad, group, state)`, which changes
-`param.data` in place (numpy arrays). `step()` runs it under no_grad for every parameter with a
+`param.data` in place (numpy arrays), and lists in NON_NEGATIVE the hyperparameters that must be
+finite and >= 0 (checked in every group before any parameter moves, at every step: schedulers and
+per-group overrides change them after __init__). `step()` runs it under no_grad for every parameter with a
 grad and bumps the parameter's version, so a graph that saved the old value refuses to backward.
 """
 import numpy as np
 
 from minigrad.autograd import enable_grad, no_grad
 from minigrad.heap import keep_freed_memory
+from minigrad.kernels.validate import check_finite_scalar
 from minigrad.nn.module import zero_grads
 from minigrad.tensor import Tensor
 
 
 class Optimizer:
+    NON_NEGATIVE = ()
+
     def __init__(self, params, defaults):
+        self._check_group(defaults)
         self.defaults = dict(defaults)
         self.state = {}
         self.param_groups = []
@@ -62,6 +68,8 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         with no_grad():
+            for group in self.param_groups:     # all first: a bad value must not half-apply a step
+                self._check_group(group)
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
@@ -76,6 +84,13 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}.step: grad {grad.shape}:{grad.dtype} does not match "
                              f"its parameter {p.data.shape}:{p.data.dtype}")
         return grad
+
+    def _check_group(self, group):
+        """Raise ValueError for hyperparameters of `group` that `_update` cannot use."""
+        name = type(self).__name__
+        for key in self.NON_NEGATIVE:
+            if check_finite_scalar(name, key, group[key]) < 0:
+                raise ValueError(f"{name}: {key} must be >= 0, got {group[key]}")
 
     def _update(self, param, grad, group, state):
         """Change `param.data` in place from `grad` (numpy arrays), the group's hyperparameters, `state`."""

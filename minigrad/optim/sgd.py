@@ -13,15 +13,17 @@ class SGD(Optimizer):
         p = p - lr * d
     """
 
+    NON_NEGATIVE = ("lr", "momentum", "weight_decay")
+
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-        for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
-            if check_finite_scalar("SGD", name, value) < 0:
-                raise ValueError(f"SGD: {name} must be >= 0, got {value}")
-        check_finite_scalar("SGD", "dampening", dampening)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov momentum requires momentum > 0 and dampening == 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        check_finite_scalar("SGD", "dampening", group["dampening"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: nesterov momentum requires momentum > 0 and dampening == 0")
 
     def _update(self, param, grad, group, state):
         s = param.data.dtype.type  # keep scalars in the parameter's precision (no silent upcast)
