@@ -31,7 +31,7 @@ def _std(x, axis, keepdims):
 REDUCTIONS = {
     "sum": (lambda x, d, k: x.sum(d, keepdim=k), np.sum),
     "mean": (lambda x, d, k: x.mean(dim=d, keepdim=k), np.mean),
-    "max": (lambda x, d, k: x.max(d, keepdim=k), np.max),
+    "max": (lambda x, d, k: x.amax(d, keepdim=k), np.max),
     "min": (lambda x, d, k: x.min(axis=d, keepdims=k), np.min),
     "logsumexp": (lambda x, d, k: x.logsumexp(d, keepdim=k), _np_logsumexp),
     "var": (lambda x, d, k: x.var(d, keepdim=k), _np_var),
@@ -69,11 +69,31 @@ def test_reduction_fp32(name):
 
 def test_max_min_split_ties_evenly():
     x = leaf(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]))
-    x.max(1).sum().backward()
+    x.amax(1).sum().backward()
     np.testing.assert_allclose(x.grad.data, [[0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])
     y = leaf(np.array([4.0, -1.0, -1.0]))
     (y.min() * 2).backward()
     np.testing.assert_allclose(y.grad.data, [0, 1, 1])
+
+
+def test_max_over_a_dim_returns_values_and_indices_like_torch():
+    # audit: x.max(1) returned the values only, so `v, i = x.max(1)` unpacked rows silently
+    x = leaf(np.array([[1.0, 5.0, 5.0], [7.0, 0.0, 3.0]]))
+    v, i = x.max(1)
+    assert np.array_equal(v.data, [5.0, 7.0]) and np.array_equal(i.data, [1, 0]) and i.dtype == np.int64
+    (v * mg.tensor(np.array([1.0, 2.0]))).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, [[0, 1, 0], [2, 0, 0]])    # the picked index only
+    assert x.min(dim=0, keepdim=True).indices.shape == (1, 3)
+    assert np.array_equal(mg.max(x, -1).indices.data, [1, 0]) and mg.max(x).item() == 7.0
+    assert np.array_equal(x.max(axis=1).data, [5.0, 7.0])                # numpy spelling: values
+    assert mg.tensor(3.0).max(0).indices.item() == 0
+    with pytest.raises(TypeError, match="takes one int dim"):
+        x.max((0, 1))
+    with pytest.raises(ValueError, match="size 0"):
+        mg.tensor(np.zeros((2, 0))).max(1)
+    x = randn(3, 4, seed=9)
+    check_op("reduce", lambda t: t.max(0).values * t.min(1, keepdim=True).values, x,
+             ref=lambda a: a.max(0) * a.min(1, keepdims=True))
 
 
 def test_var_correction_matches_torch_convention():
@@ -169,7 +189,10 @@ def test_against_torch():
         ("log_softmax", lambda t: t.log_softmax(1).sum(1).unsqueeze(1).expand(3, 2, 5).mean(1),
          lambda t: t.log_softmax(1).sum(1).unsqueeze(1).expand(3, 2, 5).mean(1)),
         ("softmax", lambda t: (t.softmax(1) * t).sum(1), lambda t: (t.softmax(1) * t).sum(1)),
-        ("amax", lambda t: t.max(1), lambda t: t.amax(1)),
+        ("amax", lambda t: t.amax(1), lambda t: t.amax(1)),
+        ("max(dim)", lambda t: t.max(1).values, lambda t: t.max(1).values),
+        ("min(dim)", lambda t: t.min(1, keepdim=True).values.squeeze(1),
+         lambda t: t.min(1, keepdim=True).values.squeeze(1)),
     ]:
         a = leaf(x)
         y = fn(a)

@@ -1,4 +1,6 @@
 """The module-level op functions re-exported as `minigrad.<name>` (minigrad.where, minigrad.cat ...)."""
+from minigrad.ops import reduce
+from minigrad.ops._common import as_tensor
 from minigrad.ops.binary import add, div, maximum, minimum, mul, pow, sub, where  # noqa: A004
 from minigrad.ops.compare import eq, ge, gt, isfinite, isnan, le, logical_and, logical_not, logical_or, lt, ne
 from minigrad.ops.elementwise import (  # noqa: A004
@@ -26,9 +28,7 @@ from minigrad.ops.reduce import (  # noqa: A004
     argmin,
     log_softmax,
     logsumexp,
-    max,
     mean,
-    min,
     softmax,
     std,
     sum,
@@ -37,7 +37,19 @@ from minigrad.ops.reduce import (  # noqa: A004
 from minigrad.ops.shape import expand, flatten, permute, reshape, squeeze, transpose, unsqueeze, view
 
 clip = clamp
-amax, amin = max, min
+amax, amin = reduce.max, reduce.min
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """torch.max: the max of everything, (values, indices) over an int dim, or the elementwise
+    maximum with a Tensor `dim` (see Tensor.max)."""
+    return as_tensor(x).max(dim, keepdim)
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    """torch.min, as `max`."""
+    return as_tensor(x).min(dim, keepdim)
+
 concat = concatenate = cat
 
 __all__ = [

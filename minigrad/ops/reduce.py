@@ -2,13 +2,16 @@
 
 Backwards (k = the input broadcast shape of a keepdim result, N = number of reduced elements):
     sum: gx = g             mean: gx = g / N
-    max / min: gx = g [x == y] / count(x == y): ties split the gradient evenly (PyTorch's full
-        reduction does the same; its dim-reduction picks one index instead)
+    max / min (amax / amin): gx = g [x == y] / count(x == y): ties split the gradient evenly
+    max_along / min_along (x.max(dim), PyTorch's (values, indices)): gx = g at the index picked
+        (the first extreme), 0 elsewhere
     var: gx = g 2 (x - mean) / (N - correction)
     std: gx = g (x - mean) / ((N - correction) std), 0 where std = 0 (PyTorch's choice)
     logsumexp: gx = g exp(x - y)
     softmax: gx = y (g - sum(g y))      log_softmax: gx = g - exp(y) sum(g)
 """
+import collections
+
 import numpy as np
 
 from minigrad.autograd.function import Function
@@ -79,6 +82,25 @@ class Max(_Extreme):
 
 class Min(_Extreme):
     ufunc = np.minimum
+
+
+class TakeAlong(Function):
+    """y = x at `index` (int64, x's shape with 1 at `dim`) along dim; gx = g put back there, 0 elsewhere."""
+
+    @staticmethod
+    def forward(ctx, x, index, dim, keepdim):
+        ctx.shape, ctx.index, ctx.dim = x.shape, index, dim
+        y = np.take_along_axis(x, index, dim)
+        return y if keepdim else y.squeeze(dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = np.zeros(ctx.shape, g.dtype)
+        np.put_along_axis(gx, ctx.index, g.reshape(ctx.index.shape), ctx.dim)
+        return gx, None, None, None
+
+
+ValuesIndices = collections.namedtuple("ValuesIndices", "values indices")
 
 
 class Var(_Reduction):
@@ -214,6 +236,29 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
 def min(x, dim=None, keepdim=False):  # noqa: A001
     """Min over `dim` (values only; ties share the gradient evenly)."""
     return Min.apply(x, _dims("min", x, dim), bool(keepdim))
+
+
+def max_along(x, dim, keepdim=False):
+    """PyTorch's x.max(dim): (values, indices) over one dim, the first max on ties; the gradient
+    goes to that index only."""
+    return _extreme_along("max", np.argmax, x, dim, keepdim)
+
+
+def min_along(x, dim, keepdim=False):
+    """PyTorch's x.min(dim): (values, indices), as `max_along`."""
+    return _extreme_along("min", np.argmin, x, dim, keepdim)
+
+
+def _extreme_along(op, arg, x, dim, keepdim):
+    if x.ndim == 0:
+        values, indices = _extreme_along(op, arg, x.reshape(1), dim, keepdim=False)
+        return ValuesIndices(values.reshape(()), indices.reshape(()))
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    if x.shape[d] == 0:
+        raise ValueError(f"{op}: cannot reduce dim {d} of size 0 (shape {x.shape})")
+    index = arg(x.data, axis=d, keepdims=True)
+    values = TakeAlong.apply(x, index, d, bool(keepdim))
+    return ValuesIndices(values, wrap(index if keepdim else index.squeeze(d)))
 
 
 def var(x, dim=None, correction=None, keepdim=False, unbiased=None):

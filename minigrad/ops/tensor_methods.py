@@ -1,8 +1,11 @@
 """Attach PyTorch-like operators and methods to `Tensor` (imported once by `minigrad.ops`).
 
-Reductions take PyTorch's `dim`/`keepdim` or numpy's `axis`/`keepdims`. `x.max(dim)` returns the
-values only, like `amax` (not PyTorch's (values, indices) pair); use `argmax` for the indices.
+Reductions take PyTorch's `dim`/`keepdim` or numpy's `axis`/`keepdims`. As in PyTorch, `x.max()`
+is the max of everything, `x.max(dim)` a (values, indices) pair over one int dim, `x.max(other)`
+the elementwise maximum; numpy's `x.max(axis=...)` and `amax` return the values only.
 """
+import numpy as np
+
 from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
 from minigrad.ops._common import operand, pick_dims, pick_keepdim
 from minigrad.ops.indexing import getitem
@@ -51,13 +54,19 @@ def _reduction(fn):
     return method
 
 
-def _extremum(reduce_fn, pairwise_fn):
-    """x.max() / x.max(dim) reduce; x.max(other_tensor) is the elementwise maximum (as in PyTorch)."""
+def _extremum(reduce_fn, along_fn, pairwise_fn):
+    """x.max() reduces everything, x.max(int dim) is PyTorch's (values, indices), x.max(other_tensor)
+    the elementwise maximum; x.max(axis=...) (numpy's spelling) the values only."""
     reduction = _reduction(reduce_fn)
 
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=False):
         if isinstance(dim, Tensor):
             return pairwise_fn(self, dim)
+        if dim is not None and axis is None:
+            if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+                raise TypeError(f"{reduce_fn.__name__}(dim) takes one int dim, got {dim!r} (amax / "
+                                f"amin reduce several)")
+            return along_fn(self, int(dim), pick_keepdim(keepdim, keepdims))
         return reduction(self, dim, keepdim, axis=axis, keepdims=keepdims)
 
     method.__name__ = reduce_fn.__name__
@@ -138,7 +147,8 @@ _METHODS = {
     "clip": elementwise.clamp, "masked_fill": _masked_fill, "where": _where,
     # reductions
     "sum": _reduction(reduce.sum), "mean": _reduction(reduce.mean),
-    "max": _extremum(reduce.max, binary.maximum), "min": _extremum(reduce.min, binary.minimum),
+    "max": _extremum(reduce.max, reduce.max_along, binary.maximum),
+    "min": _extremum(reduce.min, reduce.min_along, binary.minimum),
     "amax": _reduction(reduce.max), "amin": _reduction(reduce.min),
     "var": _variance(reduce.var), "std": _variance(reduce.std),
     "logsumexp": _reduction(reduce.logsumexp),
