@@ -19,6 +19,7 @@ import glob
 import hashlib
 import importlib
 import json
+import math
 import os
 import re
 import struct
@@ -53,11 +54,6 @@ def _as_array(v):
     if not isinstance(v, (np.ndarray, np.generic)):
         v = getattr(v, "data", v)  # a Tensor
     return np.asarray(v, order="C")
-
-
-def _bf16_to_f32(raw, shape):
-    u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-    return u16.view(np.float32).reshape(shape)
 
 
 def encode_safetensors(tensors, metadata=None):
@@ -95,9 +91,40 @@ def _header_digest(meta, entries):
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
+def _is_count(v):
+    return type(v) is int and v >= 0  # JSON integers only (not bool, not float)
+
+
+def _parse_entry(key, info, bad):
+    """(begin, end, key, dtype code, shape) of one header entry, each field checked."""
+    try:
+        code, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+    except (KeyError, TypeError, ValueError):
+        raise bad(f"malformed entry for {key!r}") from None
+    if not isinstance(code, str) or (code not in _DTYPES and code != "BF16"):
+        raise bad(f"tensor {key!r} has unknown dtype {code!r}")
+    if not (isinstance(shape, list) and all(map(_is_count, shape)) and _is_count(begin) and _is_count(end)):
+        raise bad(f"tensor {key!r}: shape {shape!r} and offsets {[begin, end]!r} must be counts (ints >= 0)")
+    itemsize = 2 if code == "BF16" else np.dtype(_DTYPES[code]).itemsize
+    if end - begin != math.prod(shape) * itemsize or math.prod(d or 1 for d in shape) * itemsize >= 2 ** 62:
+        raise bad(f"tensor {key!r}: offsets {begin}..{end} do not fit shape {shape} {code}")
+    return begin, end, key, code, tuple(shape)
+
+
+def _read_tensor(view, begin, end, code, shape):
+    """A copy of one tensor's bytes as an array (BF16 widened to float32). Slices of `view` stay
+    temporaries so that nothing keeps the buffer exported once the caller releases `view`."""
+    if code == "BF16":  # the high half of a float32
+        return (np.frombuffer(view[begin:end], "<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    dtype = np.dtype(_DTYPES[code])
+    return np.frombuffer(view[begin:end], dtype.newbyteorder("<")).reshape(shape).astype(dtype, copy=True)
+
+
 def decode_safetensors(buf, name="<buffer>"):
-    """(tensors, metadata) from the bytes of a safetensors file; CheckpointError if it is
-    truncated or corrupted. BF16 tensors are widened to float32."""
+    """(tensors, metadata) from the bytes of a safetensors file (bytes, or an mmap that the
+    caller may close as soon as this returns or raises); CheckpointError if it is truncated or
+    corrupted. Every header entry is checked before any data is read. BF16 tensors are widened
+    to float32."""
     def bad(why):
         return CheckpointError(f"{name}: not a valid safetensors file ({why}); "
                                f"it is truncated or corrupted")
@@ -118,33 +145,19 @@ def decode_safetensors(buf, name="<buffer>"):
         raise bad("metadata is not a JSON object")
     if _HEADER_DIGEST in meta and _header_digest(meta, header) != meta[_HEADER_DIGEST]:
         raise bad("header checksum mismatch")
-    data = memoryview(buf)[8 + n:]
-    tensors, covered = {}, 0
-    for key, info in sorted(header.items(), key=lambda kv: kv[1].get("data_offsets", [0])[0]
-                            if isinstance(kv[1], dict) else 0):
-        try:
-            code, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise bad(f"malformed entry for {key!r}") from None
-        if code not in _DTYPES and code != "BF16":
-            raise bad(f"tensor {key!r} has unknown dtype {code!r}")
-        itemsize = 2 if code == "BF16" else np.dtype(_DTYPES[code]).itemsize
-        if begin != covered or end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize:
-            raise bad(f"tensor {key!r}: offsets {begin}..{end} do not fit shape {list(shape)} {code}")
-        if end > len(data):
-            raise bad(f"tensor {key!r} ends at byte {end} but the data section has {len(data)} bytes")
-        raw = data[begin:end]
-        if code == "BF16":
-            tensors[key] = _bf16_to_f32(raw, shape)
-        else:
-            tensors[key] = np.frombuffer(raw, dtype=np.dtype(_DTYPES[code]).newbyteorder("<")
-                                         ).reshape(shape).astype(_DTYPES[code], copy=True)
+    entries, covered, start = sorted(_parse_entry(k, v, bad) for k, v in header.items()), 0, 8 + n
+    for begin, end, key, *_ in entries:
+        if begin != covered:
+            raise bad(f"tensor {key!r} starts at byte {begin}, expected {covered}")
         covered = end
-    if covered != len(data):
-        raise bad(f"data section has {len(data)} bytes but the tensors cover {covered}")
+    if covered != len(buf) - start:
+        raise bad(f"data section has {len(buf) - start} bytes but the tensors cover {covered}")
     digest = meta.get("minigrad.blake2b")
-    if digest is not None and hashlib.blake2b(data, digest_size=16).hexdigest() != digest:
-        raise bad("checksum mismatch")
+    with memoryview(buf) as view:  # released even on error: an mmap with exported views cannot close
+        if digest is not None and hashlib.blake2b(view[start:], digest_size=16).hexdigest() != digest:
+            raise bad("checksum mismatch")
+        tensors = {key: _read_tensor(view, start + begin, start + end, code, shape)
+                   for begin, end, key, code, shape in entries}
     return tensors, meta
 
 
@@ -221,6 +234,9 @@ def unflatten_state(skel, arrays):
     """Inverse of `flatten_state`."""
     if isinstance(skel, dict):
         if "__array__" in skel:
+            if skel["__array__"] not in arrays:
+                raise CheckpointError(f"the checkpoint has no array {skel['__array__']!r}, which its "
+                                      f"optimizer state refers to; it is truncated or corrupted")
             return arrays[skel["__array__"]]
         if "__items__" in skel:
             return {k: unflatten_state(v, arrays) for k, v in skel["__items__"]}
@@ -255,7 +271,7 @@ def config_to_dict(config):
     return {k: v for k, v in vars(config).items() if not k.startswith("_")}
 
 
-def build_model(model_type, config):
+def build_model(model_type, config, dtype=np.float32):
     """A fresh model of a registered type from its config (a dict or config object)."""
     if model_type not in MODEL_TYPES:
         raise CheckpointError(f"unknown model type {model_type!r}; known: {sorted(MODEL_TYPES)}")
@@ -264,23 +280,52 @@ def build_model(model_type, config):
     cfg_cls = getattr(mod, cfg_name)
     if isinstance(config, dict):
         config = cfg_cls(**config)
-    return getattr(mod, cls_name)(config)
+    return getattr(mod, cls_name)(config, dtype=dtype)
+
+
+def dtype_problems(arrays, expected, exact=True):
+    """'name: dtype D, expected E' for each array whose dtype is not `expected` (one dtype, or a
+    dict name -> dtype; names it lacks are skipped). With exact=False any float may stand for a
+    float (imports convert F16/BF16/F64 to the model's dtype), but never an int or bool."""
+    out = []
+    for name in sorted(set(arrays) & set(expected) if isinstance(expected, dict) else arrays):
+        found = np.asarray(arrays[name]).dtype
+        want = np.dtype(expected[name] if isinstance(expected, dict) else expected)
+        if found != want and (exact or found.kind != "f" or want.kind != "f"):
+            out.append(f"{name}: dtype {found}, expected {want}")
+    return out
+
+
+def _listing(items, n=8):
+    return "; ".join(items[:n]) + (" ..." if len(items) > n else "")
+
+
+def check_import_dtypes(arrays, expected, source):
+    """TypeError naming every array of an imported (HF / official) checkpoint that is not floating
+    point where the model has a float; float arrays of another precision are converted."""
+    problems = dtype_problems(arrays, expected, exact=False)
+    if problems:
+        raise TypeError(f"{source}: weights must be floating point: {_listing(problems)}")
 
 
 def check_state_compatible(model, state, source="checkpoint"):
-    """Raise CheckpointError naming every missing/unexpected key and shape/dtype mismatch."""
+    """Raise CheckpointError naming every missing/unexpected key and shape/dtype mismatch (a
+    minigrad checkpoint must have exactly the model's dtypes: no silent casts)."""
     own = {k: _as_array(v) for k, v in model.state_dict().items()}
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {own[k].shape}"
               for k in sorted(set(own) & set(state)) if tuple(state[k].shape) != own[k].shape]
+    dtypes = dtype_problems(state, {k: v.dtype for k, v in own.items()})
     problems = []
     if missing:
         problems.append(f"missing keys {missing[:8]}{' ...' if len(missing) > 8 else ''}")
     if unexpected:
         problems.append(f"unexpected keys {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
     if shapes:
-        problems.append("shape mismatches: " + "; ".join(shapes[:8]) + (" ..." if len(shapes) > 8 else ""))
+        problems.append("shape mismatches: " + _listing(shapes))
+    if dtypes:
+        problems.append("dtype mismatches: " + _listing(dtypes))
     if problems:
         raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + " | ".join(problems))
 
@@ -288,9 +333,25 @@ def check_state_compatible(model, state, source="checkpoint"):
 def load_model_weights(model, state, source="checkpoint"):
     """Copy `state` (name -> array) into `model`, after a compatibility check with a clear error."""
     check_state_compatible(model, state, source)
-    own = model.state_dict()
-    model.load_state_dict({k: np.asarray(v, dtype=_as_array(own[k]).dtype) for k, v in state.items()})
+    model.load_state_dict(state)
     return model
+
+
+def check_optimizer_state(optimizer, state, source="checkpoint"):
+    """CheckpointError naming every per-parameter optimizer array that is not floating point
+    (float arrays are cast to the parameter's dtype by `optimizer.load_state_dict`)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    try:  # saved parameter indices pair with the optimizer's parameters in group order
+        saved = [i for group in state["param_groups"] for i in group["params"]]
+        dtype_of = {i: p.data.dtype for i, p in zip(saved, params)}
+        arrays = {(i, k): v for i, entry in state["state"].items() for k, v in entry.items()
+                  if isinstance(v, np.ndarray) and v.ndim and i in dtype_of}
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{source}: the optimizer state is malformed: {e!r}") from None
+    problems = dtype_problems({f"optim.state.{i}.{k}": v for (i, k), v in arrays.items()},
+                              {f"optim.state.{i}.{k}": dtype_of[i] for i, k in arrays}, exact=False)
+    if problems:
+        raise CheckpointError(f"{source}: optimizer state of the wrong dtype: {_listing(problems)}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,7 +373,9 @@ class Checkpoint:
 
     def build_model(self):
         """A model of the saved type and config carrying the saved weights."""
-        model = build_model(self.model_type, self.config)
+        floats = {v.dtype for v in self.model_state.values() if v.dtype.kind == "f"}
+        dtype = np.float64 if floats == {np.dtype(np.float64)} else np.float32  # as saved
+        model = build_model(self.model_type, self.config, dtype)
         return load_model_weights(model, self.model_state, self.path)
 
 
@@ -342,7 +405,13 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
 
     `config` defaults to `model.config`; `rng` is a dict of JSON-able generator states (e.g. the
     batch sampler's and `minigrad.get_rng_state()`); `extra` any JSON-able training state.
+    `keep` 0 or None keeps every checkpoint.
     """
+    step = int(step)
+    if step < 0:  # ckpt_-0000001 would never be listed
+        raise ValueError(f"save_checkpoint: step must be >= 0, got {step}")
+    if keep is not None and int(keep) < 0:
+        raise ValueError(f"save_checkpoint: keep must be >= 0 (0 or None: keep all), got {keep}")
     os.makedirs(run_dir, exist_ok=True)
     for stale in glob.glob(os.path.join(glob.escape(run_dir), ".tmp_ckpt_*")):
         try:  # temp files of a save that was killed
@@ -355,7 +424,7 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
         optim_skeleton = flatten_state(optimizer.state_dict(), "optim", arrays)
     info = {
         "format": FORMAT,
-        "step": int(step),
+        "step": step,
         "model_type": model_type or model_type_of(model),
         "config": config_to_dict(config if config is not None else getattr(model, "config", None)),
         "optimizer": optim_skeleton,
@@ -420,6 +489,10 @@ def load_checkpoint(path, model=None, optimizer=None):
             raise CheckpointError(f"no loadable checkpoint in {path}:\n  " + "\n  ".join(errors))
     else:
         ckpt = _load_file(path)
+    if optimizer is not None:  # checked first: a failed load changes neither weights nor state
+        if ckpt.optimizer_state is None:
+            raise CheckpointError(f"{ckpt.path} holds no optimizer state")
+        check_optimizer_state(optimizer, ckpt.optimizer_state, ckpt.path)
     if model is not None:
         own_type = model_type_of(model)
         if own_type != ckpt.model_type:
@@ -427,7 +500,5 @@ def load_checkpoint(path, model=None, optimizer=None):
                                   f"({type(model).__name__})")
         load_model_weights(model, ckpt.model_state, ckpt.path)
     if optimizer is not None:
-        if ckpt.optimizer_state is None:
-            raise CheckpointError(f"{ckpt.path} holds no optimizer state")
         optimizer.load_state_dict(ckpt.optimizer_state)
     return ckpt

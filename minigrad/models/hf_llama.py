@@ -2,7 +2,8 @@
 
 `load_hf(GPT, path)` reads a directory written by transformers' `LlamaForCausalLM.save_pretrained`:
 `config.json` plus `model.safetensors` (or shards listed in `model.safetensors.index.json`).
-F16/BF16/F64 weights become the model's dtype (float32 by default). `save_hf(model, path)` writes
+F16/BF16/F64 weights become the model's dtype (float32 by default); integer or bool weights
+are rejected (TypeError naming them). `save_hf(model, path)` writes
 `config.json` + `model.safetensors` (atomically, file by file) that transformers loads.
 
 Names: GPT uses HF's Llama names without the `model.` prefix (`layers.0.self_attn.q_proj.weight`);
@@ -16,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from minigrad.io import atomic_write_bytes, decode_safetensors, save_safetensors
+from minigrad.io import atomic_write_bytes, check_import_dtypes, decode_safetensors, save_safetensors
 
 PREFIX = "model."
 CONFIG_NAME = "config.json"
@@ -64,8 +65,8 @@ def _check_supported(hf, where):
 
 def config_from_hf(hf, where="config.json"):
     """GPTConfig keyword arguments from a transformers LlamaConfig dict."""
-    _check_supported(hf, where)
     try:
+        _check_supported(hf, where)
         return dict(vocab_size=int(hf["vocab_size"]), d_model=int(hf["hidden_size"]),
                     n_layer=int(hf["num_hidden_layers"]), n_head=int(hf["num_attention_heads"]),
                     n_kv_head=int(hf.get("num_key_value_heads") or hf["num_attention_heads"]),
@@ -100,9 +101,13 @@ def config_to_hf(cfg, dtype="float32", bos_token_id=None, eos_token_id=None):
 
 
 def read_safetensors_file(path):
-    """name -> numpy array of one safetensors file (memory-mapped while reading; BF16 -> float32)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        tensors, _ = decode_safetensors(mm, path)
+    """name -> numpy array of one safetensors file (memory-mapped while reading, every array copied
+    out; BF16 -> float32). A damaged file raises CheckpointError (decode keeps no view of the map)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:  # mmap cannot map an empty file
+            return decode_safetensors(b"", path)[0]  # raises CheckpointError
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            tensors, _ = decode_safetensors(mm, path)
     return tensors
 
 
@@ -152,6 +157,7 @@ def load_gpt_state(cls, config_kwargs, state, dtype=np.float32, source="checkpoi
     if missing or unexpected or bad_shapes:
         raise ValueError(f"{source} does not fit GPT({config_kwargs}): missing {missing[:6]}, "
                          f"unexpected {unexpected[:6]}, shape mismatches {bad_shapes[:6]}")
+    check_import_dtypes(state, {k: v.dtype for k, v in own.items()}, source)
     model.load_state_dict({k: np.ascontiguousarray(v, dtype=own[k].dtype) for k, v in state.items()})
     return model
 

@@ -3,7 +3,8 @@
 `load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (needs torch; loaded with
 `weights_only=True`, on the CPU, memory-mapped) or `.safetensors` files with the same names
 (`emb.weight`, `blocks.0.ln0.weight`, `blocks.{i}.att.x_r`, ..., `head.weight`); BF16/F16 weights
-become float32 (or float64 with dtype=np.float64). The config is inferred from the shapes.
+become float32 (or float64 with dtype=np.float64); integer or bool weights are rejected
+(TypeError). The config is inferred from the shapes.
 
 `save_rwkv7(model, path)` writes those names as safetensors (or `.pth` if the path says so and torch
 is installed, the only format BlinkDL's `rwkv` package reads). Layer 0's value-residual
@@ -15,7 +16,7 @@ import os
 
 import numpy as np
 
-from minigrad.io import atomic_write_bytes, save_safetensors
+from minigrad.io import atomic_write_bytes, check_import_dtypes, save_safetensors
 
 _LAYER0_UNUSED = ("v0", "v1", "v2")
 _STRIP_PREFIXES = ("_orig_mod.", "module.", "model.")
@@ -38,7 +39,8 @@ def _read_pth(path, dtype):
     if not isinstance(state, dict):
         raise ValueError(f"RWKV7.from_pretrained: {path} holds a {type(state).__name__}, not a state dict")
     wide = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
-    return {k: v.detach().to(wide).numpy() for k, v in state.items() if hasattr(v, "detach")}
+    return {k: (v.detach().to(wide) if v.is_floating_point() else v.detach()).numpy()
+            for k, v in state.items() if hasattr(v, "detach")}
 
 
 def read_rwkv7_state(path, dtype=np.float32):
@@ -53,7 +55,9 @@ def read_rwkv7_state(path, dtype=np.float32):
         state = _read_pth(path, dtype)
     else:
         raise ValueError(f"RWKV7.from_pretrained: {path!r} must end in .pth or .safetensors")
-    return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in _strip_prefix(state).items()}
+    state = _strip_prefix(state)
+    check_import_dtypes(state, dtype, f"RWKV7.from_pretrained: {path}")  # before any cast
+    return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in state.items()}
 
 
 def load_rwkv7(cls, path, dtype=np.float32):
