@@ -166,6 +166,21 @@ def test_hf_config_without_num_attention_heads_is_named(tmp_path):
         cfg_path.write_text(json.dumps({**cfg, field: saved}))
 
 
+@pytest.mark.parametrize("text,match", [
+    ("{not json", "not valid JSON"), ("[1, 2]", "holds a JSON list"),
+    ('{"num_attention_heads": 0}', "num_attention_heads must be a positive int"),
+    ('{"num_attention_heads": 2.5}', "num_attention_heads must be a positive int")])
+def test_hf_config_that_is_not_a_llama_config_object_is_named(tmp_path, text, match):
+    # audit leftovers: JSONDecodeError / ZeroDivisionError escaped from config.json
+    tiny_model("gpt").save_hf(str(tmp_path))
+    cfg_path = tmp_path / "config.json"
+    if text.startswith('{"num'):
+        text = json.dumps({**json.loads(cfg_path.read_text()), **json.loads(text)})
+    cfg_path.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        GPT.from_hf(str(tmp_path))
+
+
 # ---- hand-crafted headers (no digests) ---------------------------------------------------------
 
 

@@ -58,6 +58,8 @@ def _check_supported(hf, where):
         if kind not in (None, "default"):
             reject(f"{key} uses rope_type {kind!r} (only plain RoPE is implemented)")
     n_head = hf["num_attention_heads"]
+    if isinstance(n_head, bool) or not isinstance(n_head, int) or n_head < 1:
+        raise ValueError(f"{where}: num_attention_heads must be a positive int, got {n_head!r}")
     head_dim = hf.get("head_dim")
     if head_dim not in (None, hf["hidden_size"] // n_head) or hf["hidden_size"] % n_head:
         reject(f"head_dim {head_dim} != hidden_size {hf['hidden_size']} / num_attention_heads {n_head}")
@@ -111,13 +113,26 @@ def read_safetensors_file(path):
     return tensors
 
 
+def _read_json(path):
+    """The JSON object in `path`; ValueError naming the file if it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: holds a JSON {type(obj).__name__}, expected an object")
+    return obj
+
+
 def weight_files(path):
     """The safetensors files of an HF checkpoint directory (one file, or the shards of an index)."""
     index = os.path.join(path, INDEX_NAME)
     single = os.path.join(path, WEIGHTS_NAME)
     if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            weight_map = json.load(f)["weight_map"]
+        weight_map = _read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index}: no 'weight_map' object; not a safetensors index")
         return [os.path.join(path, name) for name in sorted(set(weight_map.values()))]
     if os.path.isfile(single):
         return [single]
@@ -175,8 +190,7 @@ def load_hf(cls, path, dtype=np.float32):
     config_path = os.path.join(path, CONFIG_NAME)
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"GPT.from_hf: {path} has no {CONFIG_NAME}")
-    with open(config_path, encoding="utf-8") as f:
-        hf = json.load(f)
+    hf = _read_json(config_path)
     kwargs = config_from_hf(hf, config_path)
     state = {}
     for file in weight_files(path):
