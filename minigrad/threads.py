@@ -9,6 +9,7 @@ OpenMP keeps the team size per calling thread, so a Python thread that never cal
 `backward`) applies the library-wide setting to whichever thread runs an op.
 """
 import contextlib
+import numbers
 import os
 import threading
 import warnings
@@ -28,6 +29,8 @@ def _default_threads():
 
 def set_num_threads(n):
     """Use `n` threads in OpenMP kernels and in BLAS."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
     n = int(n)
     if n < 1:
         raise ValueError(f"set_num_threads: n must be >= 1, got {n}")

@@ -114,6 +114,31 @@ def test_uint64_ids_above_int64_raise_instead_of_wrapping_negative():
     assert np.isfinite(F.cross_entropy(logits, np.array([6, 1, 2], np.uint64)).item())
 
 
+def test_zero_batch_gives_empty_outputs_through_gpt_and_attention():
+    # audit: docs/robustness.md promises empty outputs for zero-size batch dims; GPT raised
+    # "empty input" from attention and generate "q needs unit stride"
+    from minigrad.models import GPT, GPTConfig
+    model = GPT(GPTConfig(vocab_size=13, d_model=16, n_layer=1, n_head=2, max_seq_len=8))
+    logits = model(np.zeros((0, 4), np.int64))
+    assert logits.shape == (0, 4, 13)
+    logits.sum().backward()
+    assert not model.layers[0].self_attn.q_proj.weight.grad.data.any()
+    assert model.generate(np.zeros((0, 2), np.int64), 2).shape == (0, 4)
+    q = mg.randn(0, 2, 3, 4, requires_grad=True)
+    out = F.causal_attention(q, q, q)
+    out.sum().backward()
+    assert out.shape == (0, 2, 3, 4) and q.grad.shape == (0, 2, 3, 4)
+    with pytest.raises(ValueError, match="empty input"):
+        F.causal_attention(*(mg.randn(1, 2, 0, 4) for _ in range(3)))
+
+
+@pytest.mark.parametrize("n", [1.5, "2", True])
+def test_set_num_threads_rejects_non_integers(n):
+    # audit: set_num_threads(1.5) ran on 1 thread silently
+    with pytest.raises(TypeError, match="n must be an int"):
+        mg.set_num_threads(n)
+
+
 def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
     # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
     code, out = run_isolated("""

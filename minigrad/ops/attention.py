@@ -40,7 +40,7 @@ def _check(q, k, v, layout, contiguous=True):
             check_float(op, name, x, ndim=4, dtype=q.dtype)
         else:
             check_float(op, name, np.ascontiguousarray(x[..., :1]), ndim=4, dtype=q.dtype)
-            if x.strides[-1] != x.itemsize:
+            if x.size and x.strides[-1] != x.itemsize:
                 raise ValueError(f"{op}: {name} needs unit stride on its last axis")
     q4, k4, v4 = (_as_bhtd(x, layout) for x in (q, k, v))
     B, Hq, Tq, hd = q4.shape
@@ -50,7 +50,7 @@ def _check(q, k, v, layout, contiguous=True):
     if Bk != B or hdk != hd or Tk < Tq or Hkv == 0 or Hq % Hkv:
         raise ValueError(f"{op}: q {q.shape} and k/v {k.shape} ({layout}) do not fit: need equal batch "
                          "and head size, query heads a multiple of kv heads, and T_k >= T_q")
-    if min(B, Hq, Tq, hd) == 0:
+    if min(Hq, Tq, hd) == 0:          # batch 0 is fine: an empty output
         raise ValueError(f"{op}: empty input q {q.shape}")
     return q4, k4, v4
 
@@ -62,8 +62,9 @@ def attention_forward_arrays(q4, k4, v4, scale, o4=None):
     if o4 is None:
         o4 = np.empty_like(q4)                  # keeps q's memory layout
     lse = np.empty((B, Hq, Tq), q4.dtype)
-    with serial_blas():
-        _k.attention_forward(q4, k4, v4, o4, lse, scale, *_blocks(hd))
+    if B:
+        with serial_blas():
+            _k.attention_forward(q4, k4, v4, o4, lse, scale, *_blocks(hd))
     return o4, lse
 
 
@@ -93,6 +94,8 @@ class CausalAttention(Function):
         gq, gk, gv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         args = [_as_bhtd(x, layout) for x in (q, k, v)] + [_as_bhtd(o, out_layout)]
         grads = [_as_bhtd(x, layout) for x in (gq, gk, gv)]
+        if q.shape[0] == 0:
+            return gq, gk, gv, None, None, None
         with serial_blas():
             _k.attention_backward(*args, lse, _as_bhtd(np.ascontiguousarray(go), out_layout), *grads,
                                   ctx.scale, *_blocks(q.shape[-1]))
