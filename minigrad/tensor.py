@@ -39,10 +39,31 @@ def _as_array(data, dtype):
     return arr
 
 
-class Tensor:
-    """A numpy array with autograd. `data` is the array; `grad` a Tensor filled by `backward()`."""
+class _Version:
+    """The in-place version counter of one block of memory, shared by every Tensor aliasing it.
 
-    __slots__ = ("data", "grad", "requires_grad", "_node", "_out_index", "_version", "name",
+    `value` counts in-place writes through any alias (a saved tensor whose value changed makes
+    backward raise); `rewrites` counts in-place ops that gave an alias a new autograd node (a view
+    made before such a rewrite has a stale history and may not enter the graph again).
+    """
+
+    __slots__ = ("value", "rewrites")
+
+    def __init__(self):
+        self.value = 0
+        self.rewrites = 0
+
+
+class Tensor:
+    """A numpy array with autograd. `data` is the array; `grad` a Tensor filled by `backward()`.
+
+    Aliases: a Tensor whose array is a view of another's memory (reshape/view, basic slicing,
+    split/chunk, squeeze/unsqueeze/flatten, detach()) shares its version counter `_vc` (created on
+    first need; None means "version 0, no alias yet"). Views made by an op also keep
+    `_view = (base, rewrites at creation)`, `base` being the first non-view Tensor up the chain.
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "_node", "_out_index", "_vc", "_view", "name",
                  "__weakref__")
     __array_priority__ = 1000  # make `ndarray op Tensor` defer to Tensor's reflected operators
 
@@ -52,7 +73,8 @@ class Tensor:
         self.requires_grad = False
         self._node = None
         self._out_index = 0
-        self._version = 0
+        self._vc = None
+        self._view = None
         self.name = None
         if requires_grad:
             self.requires_grad_(True)
@@ -65,7 +87,8 @@ class Tensor:
         t.requires_grad = False
         t._node = None
         t._out_index = 0
-        t._version = 0
+        t._vc = None
+        t._view = None
         t.name = None
         return t
 
@@ -115,8 +138,12 @@ class Tensor:
         return self.data.tolist()
 
     def detach(self):
-        """A new leaf sharing this tensor's array, cut from the graph."""
-        return Tensor._from_op(self.data)
+        """A new leaf sharing this tensor's array and version counter, cut from the graph: it may be
+        modified in place (also when it is a view), and backward then raises if the old value was
+        saved for it."""
+        t = Tensor._from_op(self.data)
+        t._vc = self._counter()
+        return t
 
     def clone(self):
         """A differentiable copy."""
@@ -160,8 +187,19 @@ class Tensor:
     def zero_grad_(self):
         self.grad = None
 
+    @property
+    def _version(self):
+        """How many in-place writes this tensor's memory has seen (through any alias)."""
+        return 0 if self._vc is None else self._vc.value
+
+    def _counter(self):
+        """The version counter, created on first need (most tensors are never aliased or saved)."""
+        if self._vc is None:
+            self._vc = _Version()
+        return self._vc
+
     def _bump_version(self):
-        self._version += 1
+        self._counter().value += 1
 
     # ---- Python protocol --------------------------------------------------------------------
     __hash__ = object.__hash__

@@ -13,7 +13,6 @@
     y = Square.apply(t)                      # Tensors in, Tensor(s) out
 """
 import itertools
-import weakref
 
 import numpy as np
 
@@ -24,6 +23,10 @@ from minigrad.threads import sync_thread
 _FREED_MSG = ("Trying to backward through the graph a second time (or to read saved tensors after they "
               "were freed). Saved values are freed by .backward(); pass retain_graph=True to the first "
               "backward if you need to backward twice.")
+
+_STALE_VIEW_MSG = ("{op}: an input of shape {shape} is a view (reshape, slice, split ...) whose base was "
+                   "modified in place in the graph after the view was made; minigrad does not rebase a "
+                   "view's autograd history. Take the view again after the in-place op.")
 
 _sequence = itertools.count()
 
@@ -45,13 +48,13 @@ class Context:
     def saved_tensors(self):
         if self._freed:
             raise RuntimeError(_FREED_MSG)
-        for ref, version, op_name in self._saved_versions:
-            tensor = ref()
-            if tensor is not None and tensor._version != version:
+        for counter, version, shape, op_name in self._saved_versions:
+            if counter.value != version:
                 raise RuntimeError(
-                    f"{op_name}: a tensor of shape {tensor.shape} saved for backward was modified in "
-                    f"place (version {version} -> {tensor._version}); gradients would be wrong. Clone it "
-                    "before modifying it, or do the in-place change outside the graph.")
+                    f"{op_name}: a tensor of shape {shape} saved for backward was modified in place "
+                    f"(version {version} -> {counter.value}, through it or a view/detach() sharing its "
+                    "memory); gradients would be wrong. Clone it before modifying it, or do the "
+                    "in-place change outside the graph.")
         return self._saved
 
     def _free(self):
@@ -77,6 +80,8 @@ class Node:
         self.input_meta = []
         for a in args:
             if getattr(a, "requires_grad", False):
+                if a._view is not None and a._view[1] != a._vc.rewrites:
+                    raise RuntimeError(_STALE_VIEW_MSG.format(op=fn.__name__, shape=a.shape))
                 self.inputs.append(a if a._node is None else (a._node, a._out_index))
                 self.input_meta.append((a.data.shape, a.data.dtype))
             else:
@@ -145,6 +150,9 @@ class Function:
         arrays = result if is_tuple else (result,)
         out_dtype = None if cls.changes_dtype else dtype
         outputs = tuple(Tensor._from_op(_as_output(r, out_dtype)) for r in arrays)
+        for out in outputs:
+            if out.data.base is not None:        # cheap pre-test: a fresh array has no base
+                _alias_input(out, args, Tensor)
         if anomaly.is_enabled():
             anomaly.check_forward(cls.__name__, outputs, raw)
         if record:
@@ -159,13 +167,33 @@ class Function:
         return outputs if is_tuple else outputs[0]
 
 
+def _owner(arr):
+    """The object owning `arr`'s memory (the end of its `.base` chain)."""
+    while isinstance(arr, np.ndarray) and arr.base is not None:
+        arr = arr.base
+    return arr
+
+
+def _alias_input(out, args, tensor_cls):
+    """If `out`'s array is a view into the memory of an input Tensor (same owner), make `out` an
+    alias of it: share its version counter and remember the base and its rewrite count."""
+    owner = _owner(out.data)
+    for a in args:
+        if isinstance(a, tensor_cls) and _owner(a.data) is owner:
+            out._vc = a._counter()
+            out._view = (a if a._view is None else a._view[0], out._vc.rewrites)
+            return
+
+
 def _record_versions(ctx, args, outputs, op_name):
-    """Remember the version of every input/output tensor whose array was saved for backward."""
+    """Remember the version counter and current version of every input/output tensor whose array was
+    saved for backward (the counter, not the tensor: an alias may write to it after the tensor dies)."""
     from minigrad.tensor import Tensor
 
     saved_ids = {id(s) for s in ctx._saved if s is not None}
     versions = []
     for t in itertools.chain(args, outputs):
         if isinstance(t, Tensor) and id(t.data) in saved_ids:
-            versions.append((weakref.ref(t), t._version, op_name))
+            counter = t._counter()
+            versions.append((counter, counter.value, t.shape, op_name))
     ctx._saved_versions = tuple(versions)

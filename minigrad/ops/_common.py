@@ -39,6 +39,13 @@ def array_of(x):
     return x.data if isinstance(x, Tensor) else x
 
 
+def private_index(arr, given):
+    """`arr`, an index/target array made from the caller's `given`, as an op keeps it for backward:
+    copied when it may share memory with `given`, so that changing the caller's index tensor in place
+    after the forward cannot change where the backward scatters (index arrays are small)."""
+    return arr.copy() if np.may_share_memory(arr, given) else arr
+
+
 def wrap(arr):
     """A result that never requires grad (comparisons, argmax ...) as a Tensor."""
     arr = np.asarray(arr)

@@ -4,6 +4,7 @@ import numpy as np
 from minigrad.autograd.function import Function
 from minigrad.kernels import cross_entropy as _k
 from minigrad.kernels.validate import check_float, check_index
+from minigrad.ops._common import private_index
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -14,7 +15,8 @@ class CrossEntropy(Function):
     loss_n = lse_n - logits[n, t_n] (0 where t_n == ignore_index); 'mean' divides the sum by the
     number of non-ignored rows (nan when there are none, as PyTorch). Backward:
         glogits[n] = w_n * (softmax(logits[n]) - onehot(t_n)),
-    w_n = g/count ('mean'), g ('sum'), g[n] ('none'), and 0 on ignored rows.
+    w_n = g/count ('mean'), g ('sum'), g[n] ('none'), and 0 on ignored rows. The targets are copied
+    when the caller could still change them, so backward always sees the forward's targets.
     """
 
     @staticmethod
@@ -27,7 +29,8 @@ class CrossEntropy(Function):
         if V == 0:
             raise ValueError(f"{op}: logits {logits.shape} has no classes")
         ignore_index = int(ignore_index)
-        targets = check_index(op, "targets", targets, V, shape=(N,), ignore=ignore_index)
+        targets = private_index(check_index(op, "targets", targets, V, shape=(N,), ignore=ignore_index),
+                                targets)
         loss = np.empty(N, logits.dtype)
         lse = np.empty(N, logits.dtype)
         _k.cross_entropy_forward(logits, targets, ignore_index, loss, lse)

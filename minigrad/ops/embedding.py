@@ -3,7 +3,7 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.kernels.validate import check_index
-from minigrad.ops._common import shape_str
+from minigrad.ops._common import private_index, shape_str
 from minigrad.ops.indexing import scatter_add_rows
 from minigrad.tensor import Tensor
 
@@ -31,6 +31,9 @@ class Embedding(Function):
 def embedding(ids, weight, padding_idx=None):
     """Rows of `weight` (V, D) picked by integer `ids` of any shape -> (*ids.shape, D).
 
+    The backward uses the ids of the forward: they are copied when the caller could still change
+    them (an ids Tensor modified in place afterwards does not move the gradient).
+
     Raises IndexError naming the op when an id is outside [0, V).
     """
     if not isinstance(weight, (Tensor, np.ndarray)):
@@ -38,9 +41,10 @@ def embedding(ids, weight, padding_idx=None):
     if weight.ndim != 2:
         raise ValueError("embedding: weight must be (num_embeddings, dim), "
                          f"got shape {shape_str(weight.shape)}")
-    ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+    given = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
     num = weight.shape[0]
-    ids = check_index("embedding", "ids", ids, num).reshape(np.shape(ids))   # (keeps 0-d ids 0-d)
+    ids = check_index("embedding", "ids", given, num).reshape(given.shape)   # (keeps 0-d ids 0-d)
+    ids = private_index(ids, given)
     if padding_idx is not None:
         padding_idx = int(padding_idx)
         if not -num <= padding_idx < num:

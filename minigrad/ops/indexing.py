@@ -32,13 +32,16 @@ def scatter_add_rows(out, ids, rows):
 
 
 def normalize_index(index):
-    """Tensors -> arrays, lists -> arrays; always a tuple."""
+    """Tensors -> arrays, lists -> arrays; always a tuple. Index arrays are private copies (GetItem
+    and SetItem keep them for backward; the caller may change its index tensor in place later)."""
     if not isinstance(index, tuple):
         index = (index,)
     out = []
     for item in index:
         if isinstance(item, Tensor):
-            item = item.data
+            item = item.data.copy()
+        elif isinstance(item, np.ndarray):
+            item = item.copy()
         elif isinstance(item, list):
             item = np.asarray(item)
             if item.size == 0:

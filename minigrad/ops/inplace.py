@@ -6,8 +6,13 @@ version counter, so a backward that saved the old array raises instead of using 
   recomputed out of place from a copy of its old value (so ops saving that value stay correct),
   the result is written into its array, and the tensor takes over the new node.
 
-Views are not tracked: a tensor made by reshape/view shares memory with its source but not its
-version counter.
+Views: a tensor made by reshape/view, basic slicing, split/chunk, squeeze/unsqueeze/flatten shares
+its base's memory and version counter (as does detach()), so a write through any alias is seen by
+the saved-tensor check of every other. In grad mode an in-place op on such a view raises when the
+view, its base or the value written requires grad: PyTorch would rebase the view's autograd history
+onto its base; minigrad does not. Under no_grad(), on a detach()ed tensor or a view of one, and
+when nothing requires grad, views may be written in place. In-place on the base in the graph is
+allowed; views made before it then have a stale history and raise when used in the graph again.
 """
 import numpy as np
 
@@ -25,8 +30,19 @@ def _check_dtypes(op, t, other):
                         "convert with .to(dtype) first")
 
 
-def _recording(t, other):
-    return is_grad_enabled() and (t.requires_grad or (isinstance(other, Tensor) and other.requires_grad))
+def _recording(op, t, other):
+    """Whether `t op= other` must be recorded in the graph; raises for a view in the graph (above)."""
+    if not is_grad_enabled():
+        return False
+    needs_grad = t.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
+    if t._view is not None and (needs_grad or t._view[0].requires_grad):
+        raise RuntimeError(
+            f"{op}: in-place modification of a view (made by reshape/view, slicing, split/chunk, "
+            f"squeeze/unsqueeze/flatten) of shape {shape_str(t.shape)} whose base or value requires "
+            "grad is not supported: minigrad does not rebase a view's autograd history. Use an "
+            "out-of-place op (e.g. mg.where, mg.cat) or modify a .clone(); under minigrad.no_grad() "
+            "or on a .detach()ed tensor it is allowed.")
+    return needs_grad
 
 
 def _snapshot(t):
@@ -47,6 +63,7 @@ def _in_graph(op, t, compute):
                          f"updated has shape {shape_str(t.shape)}")
     np.copyto(t.data, out.data)
     t._bump_version()
+    t._vc.rewrites += 1          # views of t made before now still point at its old node
     t.requires_grad, t._node, t._out_index = out.requires_grad, out._node, out._out_index
     return t
 
@@ -61,7 +78,7 @@ def binary_inplace(fn, t, other):
     op = fn.__name__.lower() + "_"
     other = operand(other)
     _check_dtypes(op, t, other)
-    if _recording(t, other):
+    if _recording(op, t, other):
         return _in_graph(op, t, lambda old: fn.apply(old, old if other is t else other))   # x *= x
     try:
         _UFUNCS[fn](t.data, array_of(other), out=t.data)
@@ -77,7 +94,7 @@ def setitem(t, index, value):
     index = normalize_index(index)
     value = operand(value)
     _check_dtypes("setitem", t, value)
-    if _recording(t, value):
+    if _recording("setitem", t, value):
         _in_graph("setitem", t, lambda old: SetItem.apply(old, value, index))
         return
     try:
