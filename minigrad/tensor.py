@@ -124,6 +124,11 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.data.shape[0]
 
+    def __iter__(self):
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
     # ---- conversion -------------------------------------------------------------------------
     def numpy(self):
         """The underlying array (shared, not copied)."""
@@ -277,13 +282,21 @@ def full(shape, fill_value, dtype=float32, requires_grad=False):
 def randn(*shape, dtype=float32, requires_grad=False, generator=None):
     """Standard normal samples from `generator` (default: minigrad's global one, see manual_seed)."""
     gen = generator or _random.default_generator()
-    return Tensor(gen.standard_normal(_shape(shape)).astype(dtype), requires_grad=requires_grad)
+    return Tensor(gen.standard_normal(_shape(shape)).astype(_float_dtype("randn", dtype)),
+                  requires_grad=requires_grad)
 
 
 def rand(*shape, dtype=float32, requires_grad=False, generator=None):
     """Uniform [0, 1) samples from `generator` (default: minigrad's global one)."""
     gen = generator or _random.default_generator()
-    return Tensor(gen.random(_shape(shape)).astype(dtype), requires_grad=requires_grad)
+    return Tensor(gen.random(_shape(shape)).astype(_float_dtype("rand", dtype)), requires_grad=requires_grad)
+
+
+def _float_dtype(op, dtype):
+    """Random samples exist in float32 / float64 only (an int dtype would truncate them to 0)."""
+    if np.dtype(dtype) not in _FLOATS:
+        raise TypeError(f"{op}: dtype must be float32 or float64, got {np.dtype(dtype)}")
+    return dtype
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False):

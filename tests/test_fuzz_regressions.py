@@ -139,6 +139,20 @@ def test_set_num_threads_rejects_non_integers(n):
         mg.set_num_threads(n)
 
 
+def test_dtype_rule_holds_for_casts_and_random_tensors():
+    # audit: .to(float16) made fp16 tensors the kernels then rejected; randn_like(int tensor) gave
+    # truncated zeros; list() of a 0-d tensor was [] where torch raises
+    for to in (lambda: mg.tensor([1.0]).to(np.float16), lambda: mg.tensor([1.0]).to("float16"),
+               lambda: mg.nn.Linear(2, 2).to(np.float16), lambda: mg.randn_like(mg.tensor(np.arange(3))),
+               lambda: mg.rand(2, dtype=mg.int64)):
+        with pytest.raises(TypeError, match="float32 or float64"):
+            to()
+    assert mg.tensor([1.5]).to(mg.int64).data.tolist() == [1]
+    with pytest.raises(TypeError, match="0-d"):
+        list(mg.tensor(5.0))
+    assert [t.item() for t in mg.tensor([1.0, 2.0])] == [1.0, 2.0]
+
+
 def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
     # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
     code, out = run_isolated("""

@@ -214,8 +214,8 @@ class Module:
         state made before the cast keeps its old dtype: build the optimizer after `.to()`.
         """
         dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"Module.to: expected a float dtype, got {dtype}")
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"Module.to: expected float32 or float64, got {dtype}")
         for t in list(self.parameters()) + list(self.buffers()):
             if t.data.dtype.kind == "f" and t.data.dtype != dtype:
                 t.data = t.data.astype(dtype)

@@ -36,6 +36,10 @@ def cast(x, dtype):
     from minigrad.tensor import Tensor
 
     dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype not in (np.float32, np.float64):
+        raise TypeError(f"to: unsupported float dtype {dtype}; use float32 or float64")
+    if dtype.kind not in "fiub":
+        raise TypeError(f"to: unsupported dtype {dtype}")
     if dtype == x.dtype:
         return x
     if dtype.kind == "f" and x.dtype.kind == "f":
