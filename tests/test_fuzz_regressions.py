@@ -153,6 +153,19 @@ def test_dtype_rule_holds_for_casts_and_random_tensors():
     assert [t.item() for t in mg.tensor([1.0, 2.0])] == [1.0, 2.0]
 
 
+def test_integer_arguments_are_not_truncated():
+    # audit: cross_entropy(ignore_index=1.5) ignored class 1; rwkv7_time_mix(head_size=4.5) used 4
+    logits = mg.tensor(np.zeros((3, 5), np.float32))
+    for bad in (1.5, "1", True):
+        with pytest.raises(TypeError, match="ignore_index must be an int"):
+            F.cross_entropy(logits, np.array([0, 1, 2]), ignore_index=bad)
+    assert np.isfinite(F.cross_entropy(logits, np.array([0, 1, 2]), ignore_index=np.int64(1)).item())
+    with pytest.raises(TypeError, match="head_size must be an int"):
+        F.rwkv7_time_mix(mg.randn(1, 2, 8), {}, head_size=4.5)
+    with pytest.raises(TypeError, match="layer_id must be an int"):
+        F.rwkv7_time_mix(mg.randn(1, 2, 8), {}, layer_id=0.5)
+
+
 def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
     # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
     code, out = run_isolated("""

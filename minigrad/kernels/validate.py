@@ -58,6 +58,13 @@ def check_index(op, name, arr, high, shape=None, ignore=None):
     return arr
 
 
+def check_int(op, name, value):
+    """An integer argument (Python or numpy int, not bool) as an int; TypeError for 1.5, "3", True."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an int, got {value!r}")
+    return int(value)
+
+
 def check_finite_scalar(op, name, value, positive=False):
     """Validate a Python float parameter (eps, scale, base ...)."""
     value = float(value)

@@ -3,7 +3,7 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.kernels import cross_entropy as _k
-from minigrad.kernels.validate import check_float, check_index
+from minigrad.kernels.validate import check_float, check_index, check_int
 from minigrad.ops._common import private_index
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -28,7 +28,7 @@ class CrossEntropy(Function):
         N, V = logits.shape
         if V == 0:
             raise ValueError(f"{op}: logits {logits.shape} has no classes")
-        ignore_index = int(ignore_index)
+        ignore_index = check_int(op, "ignore_index", ignore_index)
         targets = private_index(check_index(op, "targets", targets, V, shape=(N,), ignore=ignore_index),
                                 targets)
         loss = np.empty(N, logits.dtype)

@@ -15,7 +15,7 @@ from minigrad.kernels import layer_norm as _ln
 from minigrad.kernels import rwkv7_time_mix as _tm
 from minigrad.kernels import token_shift as _ts
 from minigrad.kernels import wkv7 as _wkv
-from minigrad.kernels.validate import check_finite_scalar, check_float
+from minigrad.kernels.validate import check_finite_scalar, check_float, check_int
 
 WKV7_CHUNK = 16            # backward checkpoint interval (steps)
 GROUP_NORM_EPS = 64e-5     # ln_x eps: 1e-5 * head_size_divisor**2 with divisor 8 (official)
@@ -351,7 +351,8 @@ def rwkv7_time_mix(x, params, shift_state=None, wkv_state=None, v_first=None, la
     Returns (out (B, T, C), new_shift_state (B, C), new_wkv_state (B, H, N, N), v_first_out):
     v_first_out is this block's value v for layer 0 and the given v_first otherwise.
     """
-    layer_id = int(layer_id)
+    layer_id = check_int("rwkv7_time_mix", "layer_id", layer_id)
+    head_size = check_int("rwkv7_time_mix", "head_size", head_size)
     if layer_id < 0:
         raise ValueError(f"rwkv7_time_mix: layer_id must be >= 0, got {layer_id}")
     missing = [n for n in TIME_MIX_PARAMS
@@ -361,7 +362,7 @@ def rwkv7_time_mix(x, params, shift_state=None, wkv_state=None, v_first=None, la
     args = [None if (layer_id == 0 and n in VALUE_RESIDUAL_PARAMS) else params[n]
             for n in TIME_MIX_PARAMS]
     outs = RWKV7TimeMix.apply(x, shift_state, wkv_state, v_first if layer_id > 0 else None,
-                              *args, layer_id, int(head_size))
+                              *args, layer_id, head_size)
     return outs if layer_id == 0 else (*outs, v_first)
 
 
