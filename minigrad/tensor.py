@@ -63,14 +63,14 @@ class Tensor:
     `_view = (base, rewrites at creation)`, `base` being the first non-view Tensor up the chain.
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_node", "_out_index", "_vc", "_view", "name",
+    __slots__ = ("data", "grad", "_requires_grad", "_node", "_out_index", "_vc", "_view", "name",
                  "__weakref__")
     __array_priority__ = 1000  # make `ndarray op Tensor` defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, requires_grad=False):
         self.data = _as_array(data, dtype)
         self.grad = None
-        self.requires_grad = False
+        self._requires_grad = False
         self._node = None
         self._out_index = 0
         self._vc = None
@@ -84,7 +84,7 @@ class Tensor:
         t = cls.__new__(cls)
         t.data = arr
         t.grad = None
-        t.requires_grad = False
+        t._requires_grad = False
         t._node = None
         t._out_index = 0
         t._vc = None
@@ -156,12 +156,21 @@ class Tensor:
 
         return clone(self)
 
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        """`t.requires_grad = flag` is `requires_grad_(flag)`: only float leaves may turn it on."""
+        self.requires_grad_(flag)
+
     def requires_grad_(self, flag=True):
         if flag and self.data.dtype.kind != "f":
             raise TypeError(f"requires_grad_: only float tensors can require grad, got {self.dtype}")
         if not flag and self._node is not None:
             raise RuntimeError("requires_grad_: cannot turn off grad on a non-leaf; use .detach()")
-        self.requires_grad = bool(flag)
+        self._requires_grad = bool(flag)
         return self
 
     def retain_grad(self):

@@ -166,6 +166,21 @@ def test_integer_arguments_are_not_truncated():
         F.rwkv7_time_mix(mg.randn(1, 2, 8), {}, layer_id=0.5)
 
 
+def test_setting_requires_grad_goes_through_the_same_checks_as_requires_grad_():
+    # audit: `t.requires_grad = True` on an int tensor was accepted and backward gave an int grad
+    with pytest.raises(TypeError, match="only float tensors can require grad"):
+        mg.tensor(np.arange(3)).requires_grad = True
+    x = mg.ones(3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        y.requires_grad = False
+    x.requires_grad = False
+    assert not (x * 2).requires_grad
+    x.requires_grad = True
+    (x * 3).sum().backward()
+    assert x.grad.data.tolist() == [3.0, 3.0, 3.0]
+
+
 def test_wkv7_huge_chunk_is_clamped_not_a_heap_overflow():
     # fuzz case: F.wkv7 chunk=2**62 -> (chunk + 1) * N * N overflowed the scratch size (heap corruption)
     code, out = run_isolated("""

@@ -159,7 +159,7 @@ class Function:
             node = Node(cls, ctx, args, outputs)
             for i, out in enumerate(outputs):
                 if out.data.dtype.kind == "f":
-                    out.requires_grad = True
+                    out._requires_grad = True
                     out._node = node
                     out._out_index = i
             if ctx._saved:

@@ -48,7 +48,7 @@ def _recording(op, t, other):
 def _snapshot(t):
     """A tensor standing for t's current value and graph position, with its own copy of the array."""
     old = Tensor._from_op(t.data.copy())
-    old.requires_grad, old._node, old._out_index = t.requires_grad, t._node, t._out_index
+    old._requires_grad, old._node, old._out_index = t.requires_grad, t._node, t._out_index
     return old
 
 
@@ -64,7 +64,7 @@ def _in_graph(op, t, compute):
     np.copyto(t.data, out.data)
     t._bump_version()
     t._vc.rewrites += 1          # views of t made before now still point at its old node
-    t.requires_grad, t._node, t._out_index = out.requires_grad, out._node, out._out_index
+    t._requires_grad, t._node, t._out_index = out.requires_grad, out._node, out._out_index
     return t
 
 
