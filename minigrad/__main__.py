@@ -72,9 +72,9 @@ def _train_config(args):
         default_out = f"{given.get('model', 'gpt')}-{given.get('size', 'small')}"
         out = given.get("out") or os.path.join("runs", default_out)
         if io.list_checkpoints(out):
-            base = dict(io.load_checkpoint(out).extra["train"], stop_at=None)
+            base = dict((io.load_checkpoint(out).extra or {}).get("train") or {}, stop_at=None)
             if "steps" in given or "minutes" in given:
-                base.pop("steps"), base.pop("minutes")
+                base.pop("steps", None), base.pop("minutes", None)
     cfg = {**base, **given}
     if cfg.get("steps") is None and cfg.get("minutes") is None:
         cfg["minutes"] = 5.0
@@ -88,7 +88,7 @@ def cmd_train(args):
         result = train(_train_config(args))
     except KeyboardInterrupt:
         return 130
-    except (TrainingError, ValueError, FileNotFoundError) as e:
+    except (TrainingError, ValueError, OSError) as e:
         print(f"minigrad train: error: {e}", file=sys.stderr)
         return 1
     return 130 if result.get("interrupted") else 0
@@ -99,22 +99,35 @@ def cmd_sample(args):
     from minigrad import io
     from minigrad.train import generate_text
 
-    if args.threads:
-        mg.set_num_threads(args.threads)
     try:
+        if args.threads:
+            mg.set_num_threads(args.threads)
         ckpt = io.load_checkpoint(args.ckpt)
         model = ckpt.build_model()
-    except (FileNotFoundError, ValueError) as e:
+        if ckpt.tokenizer is None:
+            raise ValueError(f"{ckpt.path} has no tokenizer")
+        prompt = _unescape(args.prompt) if args.escapes else args.prompt
+        window = (ckpt.extra or {}).get("train", {}).get("seq_len")  # the context length it was trained on
+        text = generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
+                             args.top_p, seed=args.seed, window=window)
+    except (OSError, ValueError, TypeError) as e:
         print(f"minigrad sample: error: {e}", file=sys.stderr)
         return 1
-    if ckpt.tokenizer is None:
-        print(f"minigrad sample: error: {ckpt.path} has no tokenizer", file=sys.stderr)
-        return 1
-    prompt = args.prompt.encode().decode("unicode_escape") if args.escapes else args.prompt
-    window = (ckpt.extra or {}).get("train", {}).get("seq_len")  # the context length it was trained on
-    print(generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
-                        args.top_p, seed=args.seed, window=window))
+    print(text)
     return 0
+
+
+def _unescape(text):
+    """Backslash escapes (\\n, \\t, \\x41, \\u00e9) decoded; every other character kept as it is."""
+    import codecs
+    import re
+
+    def one(match):
+        try:
+            return codecs.decode(match.group(0), "unicode_escape")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"--escapes: bad escape {match.group(0)!r} in the prompt ({e.reason})") from None
+    return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|.)", one, text)
 
 
 def cmd_info(args):

@@ -32,6 +32,7 @@ from minigrad.data import (
     make_tokenizer,
     train_val_split,
 )
+from minigrad.models.sampling import check_sampling
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
 
 # Model sizes: the model's config (vocab_size is filled from the tokenizer) and batch shape.
@@ -104,11 +105,38 @@ class TrainConfig:
             raise ValueError("give steps or minutes, not both")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
+        self._check_ranges()
         preset = PRESETS[self.model][self.size]
+        pick = lambda value, key: preset[key] if value is None else value  # noqa: E731
         return dataclasses.replace(
             self, lr=self.lr if self.lr is not None else DEFAULT_LR[self.size],
-            batch_size=self.batch_size or preset["batch_size"], seq_len=self.seq_len or preset["seq_len"],
+            batch_size=pick(self.batch_size, "batch_size"), seq_len=pick(self.seq_len, "seq_len"),
             out=self.out or os.path.join("runs", f"{self.model}-{self.size}"))
+
+    def _check_ranges(self):
+        """Every numeric setting in its range before anything is read or written (a run that would
+        fail at its first evaluation, save or sample must fail here instead)."""
+        ints = {"steps": 1, "stop_at": 1, "batch_size": 1, "seq_len": 1, "threads": 1, "warmup": 0,
+                "eval_every": 1, "eval_batches": 0, "keep": 0, "sample_tokens": 0, "bpe_vocab": 1}
+        for name, low in ints.items():
+            value = getattr(self, name)
+            if value is None and name in ("steps", "stop_at", "batch_size", "seq_len", "threads"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        floats = {"minutes": (0.0, None, False), "lr": (0.0, None, True), "weight_decay": (0.0, None, True),
+                  "grad_clip": (0.0, None, True), "min_lr_ratio": (0.0, 1.0, True),
+                  "beta2": (0.0, 1.0, True), "val_fraction": (0.0, 1.0, True)}
+        for name, (low, high, closed) in floats.items():
+            value = getattr(self, name)
+            if value is None and name in ("minutes", "lr"):
+                continue
+            ok = isinstance(value, (int, float)) and math.isfinite(value) and (
+                value >= low if closed else value > low) and (high is None or value <= high)
+            if not ok:
+                rng = f"{'>=' if closed else '>'} {low}" + ("" if high is None else f" and <= {high}")
+                raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
+        check_sampling(self.temperature, self.top_k, self.top_p)
 
 
 class TrainingError(RuntimeError):
@@ -215,6 +243,14 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
     return np.asarray(out, dtype=np.int64)
 
 
+def _event_step(line):
+    """The step of one metrics.jsonl line; a line cut short by a crash counts as after every step."""
+    try:
+        return json.loads(line).get("step", 0)
+    except (json.JSONDecodeError, AttributeError):
+        return math.inf
+
+
 class MetricsLog:
     """metrics.csv (one row per step, val_loss at evaluations) and metrics.jsonl (every event)."""
     FIELDS = ["step", "elapsed_s", "lr", "train_loss", "val_loss", "tokens_per_s"]
@@ -245,7 +281,7 @@ class MetricsLog:
                 w.writerows(rows)
         if os.path.exists(self.jsonl_path):
             with open(self.jsonl_path) as f:
-                events = [line for line in f if json.loads(line).get("step", 0) <= step]
+                events = [line for line in f if _event_step(line) <= step]
             with open(self.jsonl_path, "w") as f:
                 f.writelines(events)
 
@@ -360,11 +396,17 @@ class _StopOnInterrupt:
 
 def _set_aside_previous_run(run_dir, log):
     """A fresh run in a directory holding another run's files moves them to run_dir/previous/
-    (replacing what was there), so checkpoints of two runs never mix."""
-    old = [p for _, p in io.list_checkpoints(run_dir)] + [
-        os.path.join(run_dir, f) for f in ("metrics.csv", "metrics.jsonl", "loss.png")
-        if os.path.exists(os.path.join(run_dir, f))]
+    (replacing what was there), so checkpoints of two runs never mix. Leftover logs of a run that
+    saved no checkpoint are removed instead, so they never push a real run out of previous/."""
+    ckpts = [p for _, p in io.list_checkpoints(run_dir)]
+    old = ckpts + [os.path.join(run_dir, f) for f in ("metrics.csv", "metrics.jsonl", "loss.png")
+                   if os.path.exists(os.path.join(run_dir, f))]
     if not old:
+        return
+    if not ckpts:   # logs of a run that saved nothing: drop them, keep what previous/ holds
+        for path in old:
+            os.unlink(path)
+        log(f"{run_dir} held the logs of a run without checkpoints: removed them")
         return
     previous = os.path.join(run_dir, "previous")
     if os.path.isdir(previous):
@@ -392,6 +434,7 @@ class _Run:
     corpus_desc: str
     step: int = 0
     elapsed_s: float = 0.0
+    prompt: str = "\n"
 
     def save(self, step, elapsed):
         cfg = self.cfg
@@ -409,22 +452,23 @@ def _prepare(cfg, log):
             ckpt = io.load_checkpoint(cfg.out)
         else:
             log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
-    if ckpt is not None and ckpt.model_type != cfg.model:
-        raise io.CheckpointError(f"--resume: {ckpt.path} holds a {ckpt.model_type!r} model, "
-                                 f"not {cfg.model!r}; use --model {ckpt.model_type} or another --out")
+    if ckpt is not None:
+        _check_resume_matches(ckpt, cfg)
     text, corpus_desc = load_corpus(cfg.corpus)
-    if ckpt is None:
-        _set_aside_previous_run(cfg.out, log)
     tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
     ids = compact_ids(tokenizer.encode(text), tokenizer.vocab_size)
     train_ids, val_ids = train_val_split(ids, cfg.val_fraction)
     sampler = BatchSampler(train_ids, cfg.batch_size, cfg.seq_len, seed=cfg.seed)
     val_batches = eval_batches(val_ids, cfg.batch_size, cfg.seq_len, cfg.eval_batches) if len(val_ids) else []
+    prompt = _sample_prompt(cfg, tokenizer, text)
+    if ckpt is None:        # only once the data and settings are known to work
+        _set_aside_previous_run(cfg.out, log)
     log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
 
     if ckpt is None:
         model = build_model(cfg.model, cfg.size, tokenizer.vocab_size, cfg.seq_len, cfg.seed)
-        return _Run(cfg, model, make_optimizer(model, cfg), tokenizer, sampler, val_batches, corpus_desc)
+        return _Run(cfg, model, make_optimizer(model, cfg), tokenizer, sampler, val_batches, corpus_desc,
+                    prompt=prompt)
     model = ckpt.build_model()
     optimizer = make_optimizer(model, cfg)
     optimizer.load_state_dict(ckpt.optimizer_state)
@@ -432,7 +476,34 @@ def _prepare(cfg, log):
     mg.set_rng_state(ckpt.rng["minigrad"])
     log(f"resumed from {ckpt.path} at step {ckpt.step}")
     return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, ckpt.step,
-                ckpt.extra["elapsed_s"])
+                (ckpt.extra or {}).get("elapsed_s", 0.0), prompt)
+
+
+def _sample_prompt(cfg, tokenizer, text):
+    """The prompt of the closing sample, checked before training: a given one must encode (a
+    character outside a char vocabulary would fail after the whole run); the default ("ROMEO:\\n"
+    on Shakespeare, else a newline) falls back to the corpus's first character."""
+    if cfg.prompt is not None:
+        if cfg.sample_tokens:
+            tokenizer.encode(cfg.prompt)      # raises ValueError naming the character
+        return cfg.prompt
+    prompt = "ROMEO:\n" if str(cfg.corpus).lower() == "shakespeare" else "\n"
+    try:
+        tokenizer.encode(prompt)
+    except ValueError:
+        prompt = text[:1]
+    return prompt
+
+
+def _check_resume_matches(ckpt, cfg):
+    """--resume continues the checkpoint's run: a different model type, size or tokenizer is an error
+    (the checkpoint's model and tokenizer would be used while the log and the next save said otherwise)."""
+    saved = dict((ckpt.extra or {}).get("train") or {}, model=ckpt.model_type)
+    for key in ("model", "size", "tokenizer"):
+        if key in saved and saved[key] != getattr(cfg, key):
+            what = f"a {saved[key]!r} model" if key == "model" else f"a run with {key} {saved[key]!r}"
+            raise io.CheckpointError(f"--resume: {ckpt.path} holds {what}, not {getattr(cfg, key)!r}; "
+                                     f"use --{key} {saved[key]} or another --out")
 
 
 def train(cfg, log=print):
@@ -540,9 +611,7 @@ def train(cfg, log=print):
             f"peak RSS {result['peak_rss_mb']:.0f} MB")
     log(f"checkpoint: {result['checkpoint']}" + (f"; loss curve: {plot}" if plot else ""))
     if cfg.sample_tokens and not stop.requested:
-        prompt = cfg.prompt if cfg.prompt is not None else \
-            ("ROMEO:\n" if str(cfg.corpus).lower() == "shakespeare" else "\n")
-        result["sample"] = generate_text(model, run.tokenizer, prompt, cfg.sample_tokens, cfg.temperature,
+        result["sample"] = generate_text(model, run.tokenizer, run.prompt, cfg.sample_tokens, cfg.temperature,
                                          cfg.top_k, cfg.top_p, seed=cfg.seed, window=cfg.seq_len)
         log("-" * 30 + " sample " + "-" * 30 + "\n" + result["sample"] + "\n" + "-" * 68)
     return result

@@ -246,3 +246,82 @@ def test_cli_errors_are_one_clear_line(corpus, tmp_path, capsys):
     assert io.list_checkpoints(out) and not os.path.exists(os.path.join(out, "previous"))  # untouched
     assert main(["sample", "--ckpt", str(tmp_path / "nowhere")]) == 1
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+# ---- found by an audit of the CLI / training paths (3 Dec) ---------------------------------------
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(minutes=0.0, steps=None), "minutes must be"), (dict(steps=0), "steps must be"),
+    (dict(steps=-3), "steps must be"), (dict(minutes=-1.0, steps=None), "minutes must be"),
+    (dict(eval_every=0), "eval_every must be"), (dict(warmup=-1), "warmup must be"),
+    (dict(grad_clip=-1.0), "grad_clip must be"), (dict(batch_size=0), "batch_size must be"),
+    (dict(seq_len=0), "seq_len must be"), (dict(keep=-1), "keep must be"),
+    (dict(min_lr_ratio=-1.0), "min_lr_ratio must be"), (dict(lr=float("nan")), "lr must be"),
+    (dict(sample_tokens=-1), "sample_tokens must be"), (dict(temperature=-1.0), "temperature"),
+    (dict(top_k=0), "top_k"), (dict(top_p=1.5), "top_p")])
+def test_bad_settings_fail_before_anything_is_written(corpus, tmp_path, kw, match):
+    # --minutes 0 trained forever, --steps 0 crashed, --grad-clip -1 trained uphill, the sampling
+    # settings failed only after the whole run
+    with pytest.raises(ValueError, match=match):
+        train(tiny(corpus, tmp_path, **kw), log=quiet)
+    assert os.listdir(tmp_path) == []
+
+
+def test_clip_grad_norm_rejects_a_negative_limit():
+    p = mg.nn.Parameter(np.ones(3, np.float32))
+    p.grad = mg.ones(3)
+    with pytest.raises(ValueError, match="max_norm must be >= 0"):
+        mg.nn.utils.clip_grad_norm_([p], -1.0)
+    assert np.array_equal(p.grad.data, np.ones(3))
+
+
+def test_a_failed_run_never_costs_the_previous_runs_checkpoints(corpus, tmp_path):
+    train(tiny(corpus, tmp_path, steps=6), log=quiet)
+    before = io.list_checkpoints(str(tmp_path))
+    with pytest.raises(ValueError):                 # data check fails: nothing is moved
+        train(tiny(corpus, tmp_path, seq_len=10**7), log=quiet)
+    assert io.list_checkpoints(str(tmp_path)) == before and before[-1][0] == 6
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"event": "st')                   # a line cut short by a crash: resume still works
+    assert train(tiny(corpus, tmp_path, steps=8, resume=True), log=quiet)["step"] == 8
+    train(tiny(corpus, tmp_path, steps=3), log=quiet)     # a fresh run sets the old one aside ...
+    os.unlink(io.latest_checkpoint(str(tmp_path)))        # ... then leaves only logs behind
+    train(tiny(corpus, tmp_path, steps=2), log=quiet)     # and the next run must not drop previous/
+    assert io.list_checkpoints(str(tmp_path / "previous"))[-1][0] == 8
+
+
+def test_resume_with_another_size_or_tokenizer_is_an_error(corpus, tmp_path):
+    train(tiny(corpus, tmp_path, steps=4), log=quiet)
+    for kw in (dict(size="small"), dict(tokenizer="char")):
+        with pytest.raises(io.CheckpointError, match="--resume"):
+            train(tiny(corpus, tmp_path, steps=6, resume=True, **kw), log=quiet)
+
+
+def test_default_prompt_falls_back_when_the_char_vocabulary_has_no_newline(tmp_path):
+    path = tmp_path / "nonl.txt"
+    path.write_text("abcdefgh" * 400)
+    res = train(tiny(str(path), tmp_path / "run", tokenizer="char", seq_len=16, steps=2, sample_tokens=5),
+                log=quiet)
+    assert len(res["sample"]) == 6
+    with pytest.raises(ValueError):
+        train(tiny(str(path), tmp_path / "run2", tokenizer="char", seq_len=16, sample_tokens=5, prompt="Z"),
+              log=quiet)
+
+
+def test_cli_sample_and_train_errors_are_one_line(corpus, tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", "--config", "tiny", "--corpus", corpus, "--steps", "2", "--out", out,
+                 "--sample-tokens", "0", "--no-progress", "--no-plot"]) == 0
+    capsys.readouterr()
+    for extra in (["--tokens", "-1"], ["--temperature", "nan"], ["--top-p", "1.5"], ["--threads", "-1"],
+                  ["--escapes", "--prompt", "a\\x"]):
+        assert main(["sample", "--ckpt", out, *extra]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("minigrad sample: error:") and "Traceback" not in err, extra
+    assert main(["sample", "--ckpt", out, "--tokens", "0", "--escapes", "--prompt", "café\\n"]) == 0
+    assert capsys.readouterr().out.startswith("café\n")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["train", "--config", "tiny", "--corpus", corpus, "--steps", "2", "--out", str(afile),
+                 "--no-progress", "--no-plot"]) == 1
+    assert capsys.readouterr().err.startswith("minigrad train: error:")

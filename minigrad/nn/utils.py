@@ -23,6 +23,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """
     grads = _grads(parameters)
     max_norm, norm_type = float(max_norm), float(norm_type)
+    if not max_norm >= 0:       # a negative limit would flip every gradient's sign
+        raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     if not grads:
         return Tensor(np.zeros((), dtype=np.float32))
     if norm_type == math.inf:
