@@ -1,5 +1,6 @@
 """Tokenizers, the Shakespeare corpus and batching."""
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -145,3 +146,17 @@ def test_too_short_stream_is_a_clear_error():
         BatchSampler(np.arange(10), 2, 10)
     with pytest.raises(ValueError, match="1-D"):
         train_val_split(np.zeros((2, 3)))
+
+
+def test_a_corpus_that_is_not_utf8_warns_instead_of_silently_replacing(tmp_path):
+    # audit: errors="replace" turned every Latin-1 byte into a 3-byte U+FFFD without a word
+    from minigrad.data.corpus import load_corpus
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("café olé".encode("latin-1"))
+    with pytest.warns(UnicodeWarning, match="not UTF-8.*2 invalid byte"):
+        text, _ = load_corpus(str(path))
+    assert text == "caf\ufffd ol\ufffd"
+    path.write_text("café olé", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_corpus(str(path))[0] == "café olé"

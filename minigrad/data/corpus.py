@@ -91,8 +91,16 @@ def _read_path(path):
         files = [path]
     texts = []
     for p in files:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            texts.append(f.read())
+        with open(p, "rb") as f:
+            raw = f.read()
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            text = raw.decode("utf-8", errors="replace")
+            bad = text.count("\ufffd") - raw.decode("utf-8", errors="ignore").count("\ufffd")
+            warnings.warn(f"corpus file {p!r} is not UTF-8 ({e.reason} at byte {e.start}): {bad} invalid "
+                          "byte sequence(s) read as U+FFFD", UnicodeWarning, stacklevel=3)
+            texts.append(text)
     return "\n\n".join(texts)
 
 
