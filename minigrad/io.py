@@ -319,9 +319,9 @@ def check_state_compatible(model, state, source="checkpoint"):
     dtypes = dtype_problems(state, {k: v.dtype for k, v in own.items()})
     problems = []
     if missing:
-        problems.append(f"missing keys {missing[:8]}{' ...' if len(missing) > 8 else ''}")
+        problems.append(f"missing keys: {_listing(missing)}")
     if unexpected:
-        problems.append(f"unexpected keys {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+        problems.append(f"unexpected keys: {_listing(unexpected)}")
     if shapes:
         problems.append("shape mismatches: " + _listing(shapes))
     if dtypes:

@@ -9,7 +9,6 @@ OpenMP keeps the team size per calling thread, so a Python thread that never cal
 `backward`) applies the library-wide setting to whichever thread runs an op.
 """
 import contextlib
-import numbers
 import os
 import threading
 import warnings
@@ -29,11 +28,9 @@ def _default_threads():
 
 def set_num_threads(n):
     """Use `n` threads in OpenMP kernels and in BLAS."""
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
+    from minigrad.kernels.validate import check_int  # (numpy: loaded after the env is set)
+
+    n = check_int("set_num_threads", "n", n, 1)
     _threads.set_threads(n)
     _local.n = n
     try:
@@ -82,9 +79,9 @@ def kernel_threads(n):
     second thread (passive waits) costs more than the work (small GPT decoding, B = 1, 2 -> 1
     thread: 229 -> 517-658 tokens/s; docs/gpt.md).
     """
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"kernel_threads: n must be >= 1, got {n}")
+    from minigrad.kernels.validate import check_int
+
+    n = check_int("kernel_threads", "n", n, 1)
     prev = getattr(_local, "override", None)
     _local.override = n
     _threads.set_threads(n)

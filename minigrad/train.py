@@ -32,6 +32,7 @@ from minigrad.data import (
     make_tokenizer,
     train_val_split,
 )
+from minigrad.kernels.validate import check_finite_scalar, check_int
 from minigrad.models.sampling import check_sampling
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
 
@@ -115,27 +116,20 @@ class TrainConfig:
 
     def _check_ranges(self):
         """Every numeric setting in its range before anything is read or written (a run that would
-        fail at its first evaluation, save or sample must fail here instead)."""
-        ints = {"steps": 1, "stop_at": 1, "batch_size": 1, "seq_len": 1, "threads": 1, "warmup": 0,
-                "eval_every": 1, "eval_batches": 0, "keep": 0, "sample_tokens": 0, "bpe_vocab": 1}
-        for name, low in ints.items():
+        fail at its first evaluation, save or sample must fail here instead). None: the default."""
+        for name, low in (("steps", 1), ("stop_at", 1), ("batch_size", 1), ("seq_len", 1), ("threads", 1),
+                          ("warmup", 0), ("eval_every", 1), ("eval_batches", 0), ("keep", 0),
+                          ("sample_tokens", 0), ("bpe_vocab", 1)):
+            if getattr(self, name) is not None or name in ("warmup", "eval_every", "keep", "sample_tokens"):
+                check_int("train", name, getattr(self, name), low)
+        if self.minutes is not None:
+            check_finite_scalar("train", "minutes", self.minutes, positive=True)
+        for name, high in (("lr", None), ("weight_decay", None), ("grad_clip", None), ("min_lr_ratio", 1),
+                           ("beta2", 1), ("val_fraction", 1)):
             value = getattr(self, name)
-            if value is None and name in ("steps", "stop_at", "batch_size", "seq_len", "threads"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-        floats = {"minutes": (0.0, None, False), "lr": (0.0, None, True), "weight_decay": (0.0, None, True),
-                  "grad_clip": (0.0, None, True), "min_lr_ratio": (0.0, 1.0, True),
-                  "beta2": (0.0, 1.0, True), "val_fraction": (0.0, 1.0, True)}
-        for name, (low, high, closed) in floats.items():
-            value = getattr(self, name)
-            if value is None and name in ("minutes", "lr"):
-                continue
-            ok = isinstance(value, (int, float)) and math.isfinite(value) and (
-                value >= low if closed else value > low) and (high is None or value <= high)
-            if not ok:
-                rng = f"{'>=' if closed else '>'} {low}" + ("" if high is None else f" and <= {high}")
-                raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
+            if value is not None and not 0 <= check_finite_scalar("train", name, value) <= (high or math.inf):
+                bound = "" if high is None else f" and <= {high}"
+                raise ValueError(f"train: {name} must be >= 0{bound}, got {value}")
         check_sampling(self.temperature, self.top_k, self.top_p)
 
 
@@ -220,8 +214,7 @@ def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=N
 
 def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, seed=0, window=None):
     """`ids` (1-D) followed by `tokens` sampled ids, through a sliding window as in `generate_text`."""
-    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 0:
-        raise ValueError(f"generate: tokens must be an int >= 0, got {tokens!r}")
+    tokens = check_int("generate", "tokens", tokens, 0)
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
     if limit is not None and limit < 2 and tokens:
         raise ValueError(f"generate: the model's max_seq_len is {limit}: it cannot hold a prompt token "

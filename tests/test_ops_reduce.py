@@ -87,7 +87,7 @@ def test_max_over_a_dim_returns_values_and_indices_like_torch():
     assert np.array_equal(mg.max(x, -1).indices.data, [1, 0]) and mg.max(x).item() == 7.0
     assert np.array_equal(x.max(axis=1).data, [5.0, 7.0])                # numpy spelling: values
     assert mg.tensor(3.0).max(0).indices.item() == 0
-    with pytest.raises(TypeError, match="takes one int dim"):
+    with pytest.raises(TypeError, match="max: dim must be an int"):
         x.max((0, 1))
     with pytest.raises(ValueError, match="size 0"):
         mg.tensor(np.zeros((2, 0))).max(1)

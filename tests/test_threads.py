@@ -182,7 +182,7 @@ def test_kernel_threads_overrides_and_restores():
         mg.tensor([1.0, 2.0]).exp()
         assert _threads.get_threads() == 1
     assert _threads.get_threads() == 2
-    with pytest.raises(ValueError, match="n must be >= 1"):
+    with pytest.raises(ValueError, match="n must be an int >= 1"):
         with threads.kernel_threads(0):
             pass
 

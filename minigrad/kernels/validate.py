@@ -58,10 +58,13 @@ def check_index(op, name, arr, high, shape=None, ignore=None):
     return arr
 
 
-def check_int(op, name, value):
-    """An integer argument (Python or numpy int, not bool) as an int; TypeError for 1.5, "3", True."""
+def check_int(op, name, value, low=None):
+    """An integer argument (Python or numpy int, not bool) as an int: TypeError for 1.5, "3", True;
+    ValueError below `low`."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{op}: {name} must be an int, got {value!r}")
+    if low is not None and value < low:
+        raise ValueError(f"{op}: {name} must be an int >= {low}, got {value}")
     return int(value)
 
 

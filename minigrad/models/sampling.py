@@ -1,25 +1,22 @@
 """Next-token sampling shared by every model's `generate`."""
 import numpy as np
 
+from minigrad.kernels.validate import check_int
+
 
 def check_sampling(temperature, top_k, top_p):
     """Raise ValueError for sampling settings that would sample noise or nothing."""
     if not np.isfinite(temperature) or temperature < 0:   # nan passes `< 0` and samples noise
         raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))
-                              or top_k < 1):
-        raise ValueError(f"generate: top_k must be an int >= 1 or None, got {top_k!r}")
+    if top_k is not None:
+        check_int("generate", "top_k", top_k, 1)
     if top_p is not None and not 0.0 < float(top_p) <= 1.0:
         raise ValueError(f"generate: top_p must be in (0, 1] or None, got {top_p}")
 
 
 def check_new_tokens(max_new_tokens):
     """max_new_tokens as an int >= 0 (a float or bool is a caller's mistake, not a count)."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)):
-        raise TypeError(f"generate: max_new_tokens must be an int, got {max_new_tokens!r}")
-    if max_new_tokens < 0:
-        raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
-    return int(max_new_tokens)
+    return check_int("generate", "max_new_tokens", max_new_tokens, 0)
 
 
 def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None):

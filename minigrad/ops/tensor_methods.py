@@ -4,8 +4,7 @@ Reductions take PyTorch's `dim`/`keepdim` or numpy's `axis`/`keepdims`. As in Py
 is the max of everything, `x.max(dim)` a (values, indices) pair over one int dim, `x.max(other)`
 the elementwise maximum; numpy's `x.max(axis=...)` and `amax` return the values only.
 """
-import numpy as np
-
+from minigrad.kernels.validate import check_int
 from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
 from minigrad.ops._common import operand, pick_dims, pick_keepdim
 from minigrad.ops.indexing import getitem
@@ -62,11 +61,8 @@ def _extremum(reduce_fn, along_fn, pairwise_fn):
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=False):
         if isinstance(dim, Tensor):
             return pairwise_fn(self, dim)
-        if dim is not None and axis is None:
-            if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-                raise TypeError(f"{reduce_fn.__name__}(dim) takes one int dim, got {dim!r} (amax / "
-                                f"amin reduce several)")
-            return along_fn(self, int(dim), pick_keepdim(keepdim, keepdims))
+        if dim is not None and axis is None:   # one int dim (amax / amin reduce several)
+            return along_fn(self, check_int(reduce_fn.__name__, "dim", dim), pick_keepdim(keepdim, keepdims))
         return reduction(self, dim, keepdim, axis=axis, keepdims=keepdims)
 
     method.__name__ = reduce_fn.__name__
