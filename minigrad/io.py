@@ -28,6 +28,8 @@ import warnings
 
 import numpy as np
 
+from minigrad.kernels.validate import check_int
+
 FORMAT = "minigrad-checkpoint/1"
 CKPT_PATTERN = re.compile(r"^ckpt_(\d+)\.safetensors$")
 
@@ -407,11 +409,9 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
     batch sampler's and `minigrad.get_rng_state()`); `extra` any JSON-able training state.
     `keep` 0 or None keeps every checkpoint.
     """
-    step = int(step)
-    if step < 0:  # ckpt_-0000001 would never be listed
-        raise ValueError(f"save_checkpoint: step must be >= 0, got {step}")
-    if keep is not None and int(keep) < 0:
-        raise ValueError(f"save_checkpoint: keep must be >= 0 (0 or None: keep all), got {keep}")
+    step = check_int("save_checkpoint", "step", step, 0)  # ckpt_-0000001 would never be listed
+    if keep is not None:                                   # keep=-1 would delete the oldest
+        keep = check_int("save_checkpoint", "keep", keep, 0)
     os.makedirs(run_dir, exist_ok=True)
     for stale in glob.glob(os.path.join(glob.escape(run_dir), ".tmp_ckpt_*")):
         try:  # temp files of a save that was killed
@@ -435,7 +435,7 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
     path = checkpoint_path(run_dir, step)
     save_safetensors(path, arrays, {"format": FORMAT, "minigrad": json.dumps(info)})
     if keep:
-        for _, old in list_checkpoints(run_dir)[:-int(keep)]:
+        for _, old in list_checkpoints(run_dir)[:-keep]:
             if old != path:
                 os.unlink(old)
         _fsync_dir(run_dir)

@@ -230,10 +230,14 @@ def test_negative_step_or_keep_is_rejected_before_writing(tmp_path):
     io.save_checkpoint(run, 1, model)
     io.save_checkpoint(run, 2, model)
     before = sorted(os.listdir(run))
-    with pytest.raises(ValueError, match="step must be >= 0"):
+    with pytest.raises(ValueError, match="step must be an int >= 0"):
         io.save_checkpoint(run, -1, model)
-    with pytest.raises(ValueError, match="keep must be >= 0"):
+    with pytest.raises(TypeError, match="step must be an int"):   # 2.7 was truncated to ckpt_2
+        io.save_checkpoint(run, 2.7, model)
+    with pytest.raises(ValueError, match="keep must be an int >= 0"):
         io.save_checkpoint(run, 3, model, keep=-1)
+    with pytest.raises(TypeError, match="keep must be an int"):
+        io.save_checkpoint(run, 3, model, keep=1.5)
     assert sorted(os.listdir(run)) == before
     io.save_checkpoint(run, 3, model, keep=0)
     assert [s for s, _ in io.list_checkpoints(run)] == [1, 2, 3]

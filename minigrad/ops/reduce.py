@@ -115,8 +115,7 @@ class Var(_Reduction):
     @staticmethod
     def backward(ctx, g):
         (d,) = ctx.saved_tensors
-        with np.errstate(divide="ignore"):
-            scale = 2.0 / ctx.denom if ctx.denom > 0 else np.inf
+        scale = 2.0 / ctx.denom if ctx.denom > 0 else np.inf
         return g.reshape(_Reduction.kshape(ctx)) * scale * d, None, None, None
 
 

@@ -351,10 +351,8 @@ def rwkv7_time_mix(x, params, shift_state=None, wkv_state=None, v_first=None, la
     Returns (out (B, T, C), new_shift_state (B, C), new_wkv_state (B, H, N, N), v_first_out):
     v_first_out is this block's value v for layer 0 and the given v_first otherwise.
     """
-    layer_id = check_int("rwkv7_time_mix", "layer_id", layer_id)
+    layer_id = check_int("rwkv7_time_mix", "layer_id", layer_id, 0)
     head_size = check_int("rwkv7_time_mix", "head_size", head_size)
-    if layer_id < 0:
-        raise ValueError(f"rwkv7_time_mix: layer_id must be >= 0, got {layer_id}")
     missing = [n for n in TIME_MIX_PARAMS
                if n not in params and (layer_id > 0 or n not in VALUE_RESIDUAL_PARAMS)]
     if missing:
