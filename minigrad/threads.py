@@ -17,20 +17,23 @@ from minigrad.kernels import _threads
 
 _state = {"n": None, "blas_limiter": None}
 _local = threading.local()
+# More threads than this only oversubscribe the cores; far more make OpenMP's thread creation fail,
+# which ends the process instead of raising.
+MAX_THREADS = 1024
 
 
 def _default_threads():
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
-        return int(env)
-    return os.cpu_count() or 1
+        return min(int(env), MAX_THREADS)
+    return min(os.cpu_count() or 1, MAX_THREADS)
 
 
 def set_num_threads(n):
     """Use `n` threads in OpenMP kernels and in BLAS."""
     from minigrad.kernels.validate import check_int  # (numpy: loaded after the env is set)
 
-    n = check_int("set_num_threads", "n", n, 1)
+    n = check_int("set_num_threads", "n", n, 1, MAX_THREADS)
     _threads.set_threads(n)
     _local.n = n
     try:
@@ -81,7 +84,7 @@ def kernel_threads(n):
     """
     from minigrad.kernels.validate import check_int
 
-    n = check_int("kernel_threads", "n", n, 1)
+    n = check_int("kernel_threads", "n", n, 1, MAX_THREADS)
     prev = getattr(_local, "override", None)
     _local.override = n
     _threads.set_threads(n)

@@ -303,3 +303,117 @@ def test_tokenizers_decode_nothing_and_reject_non_str_text(kind):
             tok.encode(bad)
     with pytest.raises(ValueError, match="outside"):
         tok.decode([-1])
+
+
+def test_thread_counts_have_an_upper_bound():
+    # audit: set_num_threads(40000) was accepted and libgomp's failed thread creation ended the
+    # process at the next kernel; 2**31 raised a bare OverflowError
+    from minigrad.threads import MAX_THREADS, kernel_threads
+
+    for bad in (MAX_THREADS + 1, 2 ** 31):
+        with pytest.raises(ValueError, match="must be an int <= 1024"):
+            mg.set_num_threads(bad)
+        with pytest.raises(ValueError, match="must be an int <= 1024"):
+            with kernel_threads(bad):
+                pass
+
+
+@pytest.mark.parametrize("name", ["time_mix_prepare_backward", "time_mix_output_backward"])
+def test_time_mix_backward_accumulators_are_row_blocks_not_threads(name):
+    # audit: acc.shape[0] set the OpenMP team size (acc of 40000 rows: thread creation failed and
+    # the process exited); now any number of row blocks gives the same sums
+    code, out = run_isolated(f"""
+        import numpy as np
+        from tests._fuzz_kernel_cases import kernel_calls
+        sums = []
+        for blocks in (1, 3, 40000):
+            call = kernel_calls(np.float64, seed=3)["rwkv7_time_mix.{name}"]   # fresh inputs
+            acc = np.full((blocks,) + call.args[-1].value.shape[1:], np.nan)
+            call.run(call.args[:-1] + [acc])
+            sums.append(acc.sum(0))
+        print("diff", max(float(np.abs(s - sums[0]).max()) for s in sums[1:]))
+    """)
+    assert code == 0 and "diff" in out, out
+    assert float(out.split("diff")[1]) < 1e-12, out
+
+
+@pytest.mark.parametrize("fn", ["attention_forward", "attention_backward"])
+def test_raw_attention_kernels_reject_zero_query_rows(fn):
+    # audit: Tq = 0 divided by a zero block size (SIGFPE) in the raw kernels
+    code, out = run_isolated(f"""
+        import numpy as np
+        from minigrad.kernels import attention
+        q = np.zeros((1, 1, 0, 4), np.float32)
+        k = np.zeros((1, 1, 5, 4), np.float32)
+        lse = np.zeros((1, 1, 0), np.float32)
+        args = (q, k, k, np.zeros_like(q), lse, 1.0) if "{fn}" == "attention_forward" else \\
+            (q, q, q, q, lse, q, q.copy(), q.copy(), q.copy(), 1.0)
+        try:
+            attention.{fn}(*args)
+        except ValueError as e:
+            print("ValueError", e)
+    """)
+    assert code == 0 and "ValueError" in out and "at least one query row" in out, out
+
+
+def test_raw_wkv7_forward_updates_a_state_in_place():
+    # audit: sT being s0 itself (an in-place state update) gave a wrong y and state silently
+    from minigrad.kernels.wkv7 import wkv7_forward
+
+    rng = np.random.default_rng(0)
+    B, T, H, N = 2, 3, 2, 5
+    r, k, v, a, b = (rng.standard_normal((B, T, H, N)) for _ in range(5))
+    w = rng.uniform(0.5, 1.0, (B, T, H, N))
+    s0 = rng.standard_normal((B, H, N, N))
+    none_ckpt, none_sa = np.empty(0), np.empty((0, 0, 0, 0))
+    y1, sT1 = np.empty_like(r), np.empty_like(s0)
+    wkv7_forward(r, w, k, v, a, b, s0, y1, sT1, none_ckpt, none_sa, 2)
+    s, y2 = s0.copy(), np.empty_like(r)
+    wkv7_forward(r, w, k, v, a, b, s, y2, s, none_ckpt, none_sa, 2)
+    np.testing.assert_array_equal(y2, y1)
+    np.testing.assert_array_equal(s, sT1)
+    shifted = np.empty(s0.size + N * N)[N * N:].reshape(s0.shape)     # overlaps by one head
+    base = shifted.base
+    s_in = base[:s0.size].reshape(s0.shape)
+    with pytest.raises(ValueError, match="sT overlaps s0"):
+        wkv7_forward(r, w, k, v, a, b, s_in, y2, shifted, none_ckpt, none_sa, 2)
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "add_rms_norm", "layer_norm", "swiglu", "swiglu_packed",
+                                "linear", "matmul"])
+def test_empty_feature_dim_gives_empty_results(op):
+    # audit: reshape(-1, 0) is ambiguous in numpy, so C = 0 raised "cannot reshape array of size 0";
+    # torch returns empty results (and zero-sized or zero grads)
+    from minigrad.ops.linear import linear
+    from minigrad.ops.rms_norm import add_rms_norm
+    from minigrad.ops.swiglu import swiglu_packed
+
+    t = lambda *s: mg.tensor(np.zeros(s, np.float32), requires_grad=True)  # noqa: E731
+    x, r, w, b = t(2, 3, 0), t(2, 3, 0), t(0), t(0)
+    run = {"rms_norm": lambda: F.rms_norm(x, w, 1e-5), "add_rms_norm": lambda: add_rms_norm(x, r, w, 1e-5)[1],
+           "layer_norm": lambda: F.layer_norm(x, w, b), "swiglu": lambda: F.swiglu(x, r),
+           "swiglu_packed": lambda: swiglu_packed(x), "linear": lambda: linear(x, t(5, 0)),
+           "matmul": lambda: x @ t(0, 4)}[op]
+    y = run()
+    assert y.shape == {"linear": (2, 3, 5), "matmul": (2, 3, 4)}.get(op, (2, 3, 0))
+    y.sum().backward()
+    assert x.grad.shape == (2, 3, 0)
+
+
+def test_small_functional_arguments_are_type_checked():
+    # audit: wkv7 chunk=1.5 / "2" were truncated or parsed, rope positions=True was offset 1, a huge
+    # offset raised OverflowError, a list k for attention_inference an IndexError
+    from minigrad.ops.attention import attention_inference
+
+    z = np.zeros((1, 2, 1, 4), np.float32)
+    for bad in (1.5, "2", None):
+        with pytest.raises(TypeError, match="wkv7: chunk must be an int"):
+            F.wkv7(z, z, z, z, z, z, chunk=bad)
+    q = mg.tensor(np.zeros((1, 1, 3, 4), np.float32))
+    with pytest.raises(TypeError, match="position offset must be an int"):
+        F.rope(q, True)
+    with pytest.raises(ValueError, match="position offset must be an int <="):
+        F.rope(q, 2 ** 63 - 1)
+    for bad in ([[0.0]], 0.5):
+        with pytest.raises(TypeError, match="k must be a numpy array"):
+            attention_inference(q.data, bad, q.data)

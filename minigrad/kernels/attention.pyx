@@ -52,7 +52,8 @@ SMALL_GEMM_MNK = 100 ** 3   # OpenBLAS's bound on M N K for its small-matrix ker
 
 def block_keys_for(block_rows, hd):
     """Keys per block: the largest multiple of 64 in [64, 256] with block_rows x keys x hd <=
-    SMALL_GEMM_MNK, so every block product stays on the small-matrix path (hd 64: 192; hd 32: 256)."""
+    SMALL_GEMM_MNK, so every block product stays on the small-matrix path (32 rows: 256 keys up to
+    hd 122, 192 at hd 128; 64 rows: 192 at hd 64)."""
     return int(min(256, max(64, SMALL_GEMM_MNK // (max(block_rows, 1) * max(hd, 1)) // 64 * 64)))
 
 
@@ -223,8 +224,8 @@ def _check_attention(op, arrays, lse, block_rows, block_keys):
                          "a multiple of kv heads and T_k >= T_q")
     check_kernel_scalar(op, "block_rows", block_rows, 1, 4096)
     check_kernel_scalar(op, "block_keys", block_keys, 1, 65536)
-    if dims["D"] < 1:
-        raise ValueError(f"{op}: head size must be >= 1, got {dims['D']}")
+    if dims["D"] < 1 or dims["T"] < 1:
+        raise ValueError(f"{op}: q {arrays[0].shape} needs at least one query row and a head size >= 1")
     itemsize = arrays[0].itemsize
     return [_time_stride(op, n, a, itemsize) for n, a in zip(names, arrays)]
 

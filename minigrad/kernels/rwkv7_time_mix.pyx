@@ -5,7 +5,8 @@ The GEMMs (projections, LoRAs) run in numpy/BLAS between these kernels; the recu
 minigrad.kernels.wkv7. Backward derivations: docs/rwkv7_kernels.md.
 
 Per-row-independent work uses prange over rows. Parameter gradients (sums over rows) go to
-per-thread accumulators `acc` of shape (nthreads, P, C) that the caller sums over axis 0.
+per-block accumulators `acc` of shape (nblocks, P, C) (one fixed range of rows per block; the
+caller uses one block per thread) that the caller sums over axis 0.
 """
 from cython cimport floating
 from cython.parallel cimport prange
@@ -167,7 +168,7 @@ def time_mix_prepare_forward(const floating[:, ::1] k, const floating[:, ::1] v,
 # dw, daw, dbw: (M, C) WKV grads; dr, dkmod, gv_in: (M, C) the WKV grads of r, kmod and v_used,
 # to which the bonus-path grads gr_b, gkmod_b, gv_b (M, C) are added in place first; the
 # forward's tensors (see prepare_forward)
-# -> gk, gv, g_zw, g_za, g_zv, g_vfirst: (M, C); acc: (nthreads, 5, C) for w0, a0, v0, k_k, k_a
+# -> gk, gv, g_zw, g_za, g_zv, g_vfirst: (M, C); acc: (nblocks, 5, C) for w0, a0, v0, k_k, k_a
 def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] daw,
                               const floating[:, ::1] dbw, floating[:, ::1] dr,
                               floating[:, ::1] dkmod, floating[:, ::1] gv_in,
@@ -201,9 +202,9 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     _check_heads("time_mix_prepare_backward", k.shape[1], H, sv, vfirst, g_zv, g_vfirst)
     check_kernel_scalar("time_mix_prepare_backward", "acc.shape[0]", acc.shape[0], 1)
     cdef Py_ssize_t M = k.shape[0], C = k.shape[1], N = C // H
-    cdef int nthreads = acc.shape[0]
-    cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
-    cdef Py_ssize_t tid, m, h, n, c, c0, lo, hi
+    cdef Py_ssize_t nblocks = acc.shape[0]
+    cdef Py_ssize_t rows = (M + nblocks - 1) // nblocks
+    cdef Py_ssize_t blk, m, h, n, c, c0, lo, hi
     cdef bint vres_on = sv.shape[0] > 0
     cdef floating decay = <floating>DECAY_SCALE
     cdef double ss, dot
@@ -234,16 +235,16 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
     cdef floating* gkr
     cdef floating* gzr
     with nogil:
-        for tid in prange(nthreads, schedule="static", num_threads=nthreads,
+        for blk in prange(nblocks, schedule="static",
                           use_threads_if=M >= PARALLEL_MIN_ROWS):
-            aw0 = &acc[tid, 0, 0]
-            aa0 = &acc[tid, 1, 0]
-            av0 = &acc[tid, 2, 0]
-            akk = &acc[tid, 3, 0]
-            aka = &acc[tid, 4, 0]
+            aw0 = &acc[blk, 0, 0]
+            aa0 = &acc[blk, 1, 0]
+            av0 = &acc[blk, 2, 0]
+            akk = &acc[blk, 3, 0]
+            aka = &acc[blk, 4, 0]
             for c in range(5 * C):
                 aw0[c] = 0
-            lo = tid * rows
+            lo = blk * rows
             hi = min(lo + rows, M)
             for m in range(lo, hi):
                 kr, ar, kkr, dkr = &k[m, 0], &a[m, 0], &kk[m, 0], &dkmod[m, 0]
@@ -344,7 +345,7 @@ def time_mix_output_forward(const floating[:, ::1] y, const floating[:, ::1] r,
 
 
 # gu: (M, C) grad of u; forward tensors as in time_mix_output_forward
-# -> g_g, gy, gv, gr, gkmod: (M, C); acc: (nthreads, 3, C) for ln_w, ln_b, r_k
+# -> g_g, gy, gv, gr, gkmod: (M, C); acc: (nblocks, 3, C) for ln_w, ln_b, r_k
 def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y,
                              const floating[:, ::1] r, const floating[:, ::1] kmod,
                              const floating[:, ::1] vres, const floating[:, ::1] g,
@@ -368,22 +369,22 @@ def time_mix_output_backward(const floating[:, ::1] gu, const floating[:, ::1] y
                       M=y.shape[0], H=H)
     check_kernel_scalar("time_mix_output_backward", "acc.shape[0]", acc.shape[0], 1)
     cdef Py_ssize_t M = y.shape[0], C = y.shape[1], N = C // H
-    cdef int nthreads = acc.shape[0]
-    cdef Py_ssize_t rows = (M + nthreads - 1) // nthreads
-    cdef Py_ssize_t tid, m, h, c, c0, lo, hi
+    cdef Py_ssize_t nblocks = acc.shape[0]
+    cdef Py_ssize_t rows = (M + nblocks - 1) // nblocks
+    cdef Py_ssize_t blk, m, h, c, c0, lo, hi
     cdef floating mu, rs, bo, m1, m2, gb, yh, gz
     cdef floating* alw
     cdef floating* alb
     cdef floating* ark
     with nogil:
-        for tid in prange(nthreads, schedule="static", num_threads=nthreads,
+        for blk in prange(nblocks, schedule="static",
                           use_threads_if=M >= PARALLEL_MIN_ROWS):
-            alw = &acc[tid, 0, 0]
-            alb = &acc[tid, 1, 0]
-            ark = &acc[tid, 2, 0]
+            alw = &acc[blk, 0, 0]
+            alb = &acc[blk, 1, 0]
+            ark = &acc[blk, 2, 0]
             for c in range(3 * C):
                 alw[c] = 0
-            lo = tid * rows
+            lo = blk * rows
             hi = min(lo + rows, M)
             for m in range(lo, hi):
                 for h in range(H):

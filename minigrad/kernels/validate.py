@@ -58,13 +58,15 @@ def check_index(op, name, arr, high, shape=None, ignore=None):
     return arr
 
 
-def check_int(op, name, value, low=None):
+def check_int(op, name, value, low=None, high=None):
     """An integer argument (Python or numpy int, not bool) as an int: TypeError for 1.5, "3", True;
-    ValueError below `low`."""
+    ValueError below `low` or above `high`."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{op}: {name} must be an int, got {value!r}")
     if low is not None and value < low:
         raise ValueError(f"{op}: {name} must be an int >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{op}: {name} must be an int <= {high}, got {value}")
     return int(value)
 
 

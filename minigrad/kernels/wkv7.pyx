@@ -342,6 +342,16 @@ cdef inline void _backward_rows(const floating* S, floating* D, const floating* 
         mg_wkv_bwd_d(S, D, q2, w, a, dw, da, r, gy, k, b, v, sa, dr, dk, db, dv, q1, N, do1, do2)
 
 
+def _same_or_disjoint(op, name_in, x, name_out, out):
+    """True when out is the array x itself (an in-place update), False when they share no memory;
+    ValueError for a partial overlap, which the kernel's out-of-place writes would corrupt."""
+    if not np.may_share_memory(x, out):
+        return False
+    if x.__array_interface__["data"][0] == out.__array_interface__["data"][0] and x.strides == out.strides:
+        return True
+    raise ValueError(f"{op}: {name_out} overlaps {name_in} without being the same array")
+
+
 def _check_wkv7(op, seqs, states, ckpt, sa, chunk, need_saved):
     """Entry-point shape contract: seqs all (B, T, H, N), states all (B, H, N, N), 1 <= chunk <= T,
     and ckpt / sa either the saved sizes (B*H*ceil(T/chunk)*N*N, (B, T, H, N)) or empty."""
@@ -366,8 +376,10 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
                  const floating[:, :, :, ::1] s0, floating[:, :, :, ::1] y,
                  floating[:, :, :, ::1] sT, floating[::1] ckpt, floating[:, :, :, ::1] sa,
                  Py_ssize_t chunk):
-    """y_t = S_t r_t with S_t = S_{t-1} diag(w_t) + v_t k_t^T + (S_{t-1} a_t) b_t^T; S_0 = s0."""
+    """y_t = S_t r_t with S_t = S_{t-1} diag(w_t) + v_t k_t^T + (S_{t-1} a_t) b_t^T; S_0 = s0.
+    sT may be s0 itself (the state updated in place), but not otherwise overlap it."""
     _check_wkv7("wkv7_forward", (r, w, k, v, a, b, y), (s0, sT), ckpt, sa, chunk, False)
+    cdef bint in_place = _same_or_disjoint("wkv7_forward", "s0", np.asarray(s0), "sT", np.asarray(sT))
     cdef Py_ssize_t B = r.shape[0], T = r.shape[1], H = r.shape[2], N = r.shape[3]
     cdef Py_ssize_t NN = N * N, nchunk = (T + chunk - 1) // chunk
     cdef bint save = ckpt.shape[0] > 0
@@ -383,7 +395,10 @@ def wkv7_forward(const floating[:, :, :, ::1] r, const floating[:, :, :, ::1] w,
             bi = bh // H
             h = bh - bi * H
             S = &sT[bi, h, 0, 0]
-            _transpose_into(S, &s0[bi, h, 0, 0], N)
+            if in_place:
+                _transpose_inplace(S, N)
+            else:
+                _transpose_into(S, &s0[bi, h, 0, 0], N)
             for t in range(T):
                 if save and t % chunk == 0:
                     memcpy(&ckpt[(bh * nchunk + t // chunk) * NN], S, NN * sizeof(floating))

@@ -1,4 +1,5 @@
 """Helpers shared by the op families: operand coercion, dim normalisation, shape-naming errors."""
+import math
 import operator
 
 import numpy as np
@@ -11,6 +12,12 @@ _SCALARS = (bool, int, float)
 def shape_str(shape):
     """(4, 3) -> '(4, 3)', () -> '()'."""
     return str(tuple(int(s) for s in shape))
+
+
+def rows(x):
+    """x (..., C) as a 2-D (M, C) array, M the product of the leading dims. Unlike
+    reshape(-1, C) this also works for C = 0 (an empty feature dim gives an empty result, as in torch)."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def operand(x):

@@ -36,9 +36,9 @@ def _check(q, k, v, layout, contiguous=True):
         raise ValueError(f"{op}: layout must be one of {_LAYOUTS}, got {layout!r}")
     check_float(op, "q", q if contiguous or not isinstance(q, np.ndarray) else q[..., :0])
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if contiguous:
+        if contiguous or not isinstance(x, np.ndarray):
             check_float(op, name, x, ndim=4, dtype=q.dtype)
-        else:
+        else:       # a view into a KV cache: only the last axis must have unit stride
             check_float(op, name, np.ascontiguousarray(x[..., :1]), ndim=4, dtype=q.dtype)
             if x.size and x.strides[-1] != x.itemsize:
                 raise ValueError(f"{op}: {name} needs unit stride on its last axis")

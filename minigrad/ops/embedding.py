@@ -3,7 +3,7 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.kernels.validate import check_index
-from minigrad.ops._common import private_index, shape_str
+from minigrad.ops._common import private_index, rows, shape_str
 from minigrad.ops.indexing import scatter_add_rows
 from minigrad.tensor import Tensor
 
@@ -22,7 +22,7 @@ class Embedding(Function):
     def backward(ctx, g):
         (ids,) = ctx.saved_tensors
         gw = np.zeros(ctx.weight_shape, dtype=g.dtype)
-        scatter_add_rows(gw, ids.reshape(-1), g.reshape(-1, ctx.weight_shape[1]))
+        scatter_add_rows(gw, ids.reshape(-1), rows(g))
         if ctx.padding_idx is not None:
             gw[ctx.padding_idx] = 0
         return gw, None, None

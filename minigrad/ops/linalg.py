@@ -8,7 +8,7 @@ matrix, the batch dims of the other are folded into rows so each product is one 
 import numpy as np
 
 from minigrad.autograd.function import Function
-from minigrad.ops._common import as_tensor, operand, shape_str
+from minigrad.ops._common import as_tensor, operand, rows, shape_str
 
 
 def _matmul_error(a_shape, b_shape):
@@ -26,7 +26,7 @@ def _matmul_error(a_shape, b_shape):
 def _mm(a, b):
     """a @ b; a (..., m, k) @ b (k, n) runs as one (M, k) @ (k, n) GEMM."""
     if b.ndim == 2 and a.ndim > 2:
-        return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + (b.shape[1],))
+        return (rows(a) @ b).reshape(a.shape[:-1] + (b.shape[1],))
     return np.matmul(a, b)
 
 
@@ -71,7 +71,7 @@ class MatMul(Function):
         if ctx.needs_input_grad[1]:
             a2 = a.reshape(a2_shape)
             if len(b2_shape) == 2:   # fold every batch dim of a and g into the GEMM's inner dim
-                gb = a2.reshape(-1, a2.shape[-1]).T @ g2.reshape(-1, g2.shape[-1])
+                gb = rows(a2).T @ rows(g2)
             else:
                 gb = _sum_to(np.matmul(np.swapaxes(a2, -1, -2), g2), b2_shape)
             gb = gb.reshape(b_shape)

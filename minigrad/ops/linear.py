@@ -2,6 +2,7 @@
 import numpy as np
 
 from minigrad.autograd.function import Function
+from minigrad.ops._common import rows
 
 
 class Linear(Function):
@@ -14,7 +15,7 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         _check(x, weight, bias)
-        x2 = x.reshape(-1, x.shape[-1])
+        x2 = rows(x)
         y = x2 @ weight.T
         if bias is not None:
             y += bias
@@ -24,9 +25,9 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
-        g2 = gy.reshape(-1, weight.shape[0])
+        g2 = rows(gy)
         gx = (g2 @ weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
-        gw = g2.T @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[1] else None
+        gw = g2.T @ rows(x) if ctx.needs_input_grad[1] else None
         gb = g2.sum(axis=0) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
 

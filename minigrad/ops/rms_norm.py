@@ -4,6 +4,7 @@ import numpy as np
 from minigrad.autograd.function import Function
 from minigrad.kernels import rms_norm as _k
 from minigrad.kernels.validate import check_finite_scalar, check_float
+from minigrad.ops._common import rows
 
 
 class RMSNormFn(Function):
@@ -16,7 +17,7 @@ class RMSNormFn(Function):
     @staticmethod
     def forward(ctx, x, weight, eps):
         eps = _check("rms_norm", x, weight, eps)
-        x2 = x.reshape(-1, x.shape[-1])
+        x2 = rows(x)
         y = np.empty_like(x2)
         rstd = np.empty(x2.shape[0], x.dtype)
         _k.rms_norm_forward(x2, weight, eps, y, rstd)
@@ -60,7 +61,7 @@ class AddRMSNorm(Function):
         op = "add_rms_norm"
         eps = _check(op, x, weight, eps)
         check_float(op, "r", r, shape=x.shape, dtype=x.dtype)
-        x2, r2 = x.reshape(-1, x.shape[-1]), r.reshape(-1, x.shape[-1])
+        x2, r2 = rows(x), rows(r)
         s, y = np.empty_like(x2), np.empty_like(x2)
         rstd = np.empty(x2.shape[0], x.dtype)
         _k.add_rms_norm_forward(x2, r2, weight, eps, s, y, rstd)

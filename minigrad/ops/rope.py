@@ -4,14 +4,13 @@ cos/sin tables (P, hd/2) are computed in float64 (angle = pos * base^(-2i/hd)), 
 input dtype and cached per (P, hd, base, dtype), P being the table length rounded up to a power
 of two so KV-cache decoding reuses one table.
 """
-import operator
 from collections import OrderedDict
 
 import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.kernels import rope as _k
-from minigrad.kernels.validate import check_finite_scalar, check_float, check_index
+from minigrad.kernels.validate import check_finite_scalar, check_float, check_index, check_int
 
 _TABLES = OrderedDict()
 _MAX_TABLES = 32
@@ -44,9 +43,7 @@ def _cos_sin(positions, hd, base, dtype):
 def _positions(positions, T):
     """positions: an int offset (-> offset .. offset+T-1) or T integers."""
     if isinstance(positions, (int, np.integer)):
-        start = operator.index(positions)
-        if start < 0:
-            raise ValueError(f"rope: position offset must be >= 0, got {start}")
+        start = check_int("rope", "position offset", positions, 0, np.iinfo(np.int32).max - T)
         return np.arange(start, start + T, dtype=np.int64)
     pos = np.asarray(positions)
     pos = check_index("rope", "positions", pos, np.iinfo(np.int32).max, shape=(T,))

@@ -16,6 +16,7 @@ from minigrad.kernels import rwkv7_time_mix as _tm
 from minigrad.kernels import token_shift as _ts
 from minigrad.kernels import wkv7 as _wkv
 from minigrad.kernels.validate import check_finite_scalar, check_float, check_int
+from minigrad.ops._common import rows
 
 WKV7_CHUNK = 16            # backward checkpoint interval (steps)
 GROUP_NORM_EPS = 64e-5     # ln_x eps: 1e-5 * head_size_divisor**2 with divisor 8 (official)
@@ -112,9 +113,7 @@ def wkv7(r, w, k, v, a, b, state=None, chunk=WKV7_CHUNK):
     Gradients reach every input and the initial state; final_state may carry an upstream grad.
     The backward keeps the state every `chunk` steps and recomputes inside the chunk.
     """
-    if int(chunk) < 1:
-        raise ValueError(f"wkv7: chunk must be >= 1, got {chunk}")
-    return WKV7.apply(r, w, k, v, a, b, state, int(chunk))
+    return WKV7.apply(r, w, k, v, a, b, state, check_int("wkv7", "chunk", chunk, 1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -447,7 +446,7 @@ def _check_layer_norm(op, x, weight, bias, eps):
 def _layer_norm_grads(ctx, gy, gres=None):
     """(gx [+ gres], gweight, gbias) of y = layer_norm(x) from the saved x, weight, mean, rstd."""
     x, weight, mean, rstd = ctx.saved_tensors
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = rows(x)
     need = ctx.needs_input_grad
     need_gx = any(need[:ctx.n_x])
     gx = np.empty_like(x2)
@@ -467,7 +466,7 @@ class LayerNorm(Function):
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
         C, eps = _check_layer_norm("layer_norm", x, weight, bias, eps)
-        x2 = x.reshape(-1, C)
+        x2 = rows(x)
         y = np.empty_like(x2)
         mean = np.empty(x2.shape[0], x.dtype)
         rstd = np.empty_like(mean)
@@ -491,7 +490,7 @@ class AddLayerNorm(Function):
         op = "add_layer_norm"
         C, eps = _check_layer_norm(op, x, weight, bias, eps)
         check_float(op, "r", r, shape=x.shape, dtype=x.dtype)
-        x2 = x.reshape(-1, C)
+        x2 = rows(x)
         s, y = np.empty_like(x2), np.empty_like(x2)
         mean = np.empty(x2.shape[0], x.dtype)
         rstd = np.empty_like(mean)

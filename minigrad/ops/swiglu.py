@@ -4,6 +4,7 @@ import numpy as np
 from minigrad.autograd.function import Function
 from minigrad.kernels import swiglu as _k
 from minigrad.kernels.validate import check_float
+from minigrad.ops._common import rows
 
 
 class SwiGLU(Function):
@@ -32,7 +33,7 @@ class SwiGLU(Function):
 
 
 def _rows(x):
-    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    return rows(x) if x.ndim else x.reshape(1, 1)
 
 
 class SwiGLUPacked(Function):
@@ -57,7 +58,7 @@ class SwiGLUPacked(Function):
         (h2,) = ctx.saved_tensors
         F = h2.shape[1] // 2
         gh = np.empty_like(h2)
-        _k.swiglu_backward(np.ascontiguousarray(gout.reshape(-1, F)), h2[:, :F], h2[:, F:],
+        _k.swiglu_backward(np.ascontiguousarray(rows(gout)), h2[:, :F], h2[:, F:],
                            gh[:, :F], gh[:, F:])
         return gh.reshape(ctx.shape)
 
