@@ -375,6 +375,84 @@ def test_containers():
     assert "a" in md and [n for n, _ in md.named_parameters()] == ["a.weight", "a.bias"]
 
 
+def test_trunc_normal_far_in_a_tail_and_bad_bounds():
+    # audit: rejection sampling never finished for [a, b] far from the mean (a=8, b=9 hung)
+    t = mg.zeros(2000)
+    nn.init.trunc_normal_(t, 0.0, 1.0, a=8.0, b=9.0, generator=np.random.default_rng(0))
+    assert 8.0 <= t.data.min() and t.data.max() <= 9.0 and t.data.mean() < 8.2   # piled near a
+    nn.init.trunc_normal_(t, 0.0, 1.0, a=-0.5, b=0.5, generator=np.random.default_rng(0))
+    assert abs(t.data.std() - 0.2835) < 0.01          # torch's std of N(0, 1) truncated to [-0.5, 0.5]
+    assert np.all(nn.init.trunc_normal_(t, 3.0, 0.0, a=-1.0, b=1.0).data == 1.0)
+    for bad in (dict(a=1.0, b=0.0), dict(std=-1.0), dict(mean=float("nan"))):
+        with pytest.raises(ValueError, match="trunc_normal_"):
+            nn.init.trunc_normal_(t, **bad)
+
+
+def test_module_api_extras_match_torch():
+    # audit: train("no") was accepted; get_submodule / get_parameter, Parameter(requires_grad=False),
+    # LayerNorm((C,)) and the conv gains were missing
+    m = nn.Module()
+    m.block = nn.Module()
+    m.block.lin = nn.Linear(2, 3)
+    assert m.get_submodule("block.lin") is m.block.lin and m.get_submodule("") is m
+    assert m.get_parameter("block.lin.bias") is m.block.lin.bias
+    with pytest.raises(AttributeError, match="no submodule 'nope'"):
+        m.get_submodule("block.nope")
+    with pytest.raises(AttributeError, match="no parameter 'nope'"):
+        m.get_parameter("block.lin.nope")
+    with pytest.raises(ValueError, match="mode must be a bool"):
+        m.train("no")
+    assert not nn.Parameter(np.zeros(2, np.float32), requires_grad=False).requires_grad
+    assert nn.LayerNorm((8,)).dim == 8 and nn.RMSNorm([4]).dim == 4
+    with pytest.raises(ValueError, match="only the last dim can be normalised"):
+        nn.LayerNorm((2, 8))
+    assert nn.init.calculate_gain("conv3d") == nn.init.calculate_gain("conv_transpose2d") == 1.0
+
+
+def test_shared_submodule_is_saved_under_every_name_as_in_torch():
+    # audit: a module registered under two names appeared in state_dict under its first name only,
+    # so a torch checkpoint of such a model did not load with strict=True
+    torch = pytest.importorskip("torch")
+    m = nn.Module()
+    m.enc = nn.Linear(2, 2)
+    m.alias = m.enc
+    t = torch.nn.Module()
+    t.enc = torch.nn.Linear(2, 2)
+    t.alias = t.enc
+    assert list(m.state_dict()) == list(t.state_dict())
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    np.testing.assert_array_equal(m.enc.weight.data, t.enc.weight.detach().numpy())
+    assert len(list(m.parameters())) == 2
+    assert [n for n, _ in m.named_parameters(remove_duplicate=False)] == \
+        [n for n, _ in t.named_parameters(remove_duplicate=False)]
+
+
+def test_container_list_and_dict_operations_match_torch():
+    # audit: del / pop / insert / extend / + / update were missing or raised AttributeError
+    lins = [nn.Linear(1, i + 1) for i in range(4)]
+    s = nn.Sequential(*lins[:3])
+    del s[1]
+    assert list(s._modules) == ["0", "1"] and s[1] is lins[2]
+    s.insert(1, lins[1])
+    s[2] = lins[3]
+    assert [m.out_features for m in s] == [1, 2, 4]
+    assert s.pop() is lins[3] and len(s) == 2
+    s.extend([lins[2]])
+    del s[:2]
+    assert list(s) == [lins[2]]
+    both = nn.ModuleList(lins[:2]) + nn.ModuleList(lins[2:])
+    assert isinstance(both, nn.ModuleList) and list(both) == lins
+    del both[-1]
+    assert list(both._modules) == ["0", "1", "2"]
+    d = nn.ModuleDict({"a": lins[0]})
+    d.update({"b": lins[1]})
+    d.update([("c", lins[2])])
+    del d["a"]
+    assert d.pop("b") is lins[1] and list(d.keys()) == ["c"]
+    d.clear()
+    assert len(d) == 0
+
+
 def test_init_helpers():
     t = mg.zeros(64, 32)
     nn.init.xavier_uniform_(t, generator=np.random.default_rng(0))
@@ -419,6 +497,15 @@ def test_clip_grad_norm_non_finite():
     assert math.isnan(total.item())
 
 
+def test_clip_grad_norm_inf_sees_a_nan_in_any_grad():
+    # audit: Python's max() skipped a NaN that was not in the first grad, so norm_type=inf returned a
+    # finite norm, error_if_nonfinite did not raise and the NaN reached the optimizer
+    params = _with_grads([1.0, -2.0], [np.nan, 0.5])
+    with pytest.raises(RuntimeError, match="of order inf of the gradients is nan"):
+        nn.utils.clip_grad_norm_(params, 1.0, norm_type=math.inf, error_if_nonfinite=True)
+    assert math.isnan(nn.utils.clip_grad_norm_(params, 1.0, norm_type=math.inf).item())
+
+
 def test_clip_grad_norm_matches_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(8)
@@ -427,7 +514,7 @@ def test_clip_grad_norm_matches_torch():
     theirs = [torch.zeros(g.shape, dtype=torch.float64, requires_grad=True) for g in grads]
     for t, g in zip(theirs, grads):
         t.grad = torch.tensor(g)
-    for norm_type in (2.0, 1.0, math.inf):
+    for norm_type in (2.0, 1.0, math.inf, -math.inf, 0.0, 3.0):
         a = nn.utils.clip_grad_norm_(ours, 0.5, norm_type=norm_type)
         b = torch.nn.utils.clip_grad_norm_(theirs, 0.5, norm_type=norm_type)
         assert a.item() == pytest.approx(b.item(), rel=1e-12)

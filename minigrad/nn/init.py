@@ -31,7 +31,8 @@ def calculate_fan_in_and_fan_out(tensor):
 
 def calculate_gain(nonlinearity, param=None):
     """The recommended gain for `nonlinearity` (as torch.nn.init.calculate_gain)."""
-    if nonlinearity in ("linear", "identity", "sigmoid", "conv1d", "conv2d"):
+    if nonlinearity in ("linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                        "conv_transpose2d", "conv_transpose3d"):
         return 1.0
     if nonlinearity == "tanh":
         return 5.0 / 3
@@ -89,11 +90,17 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """N(mean, std^2) resampled until every value lies in [a, b] (absolute bounds, as in torch)."""
-    gen = _gen(generator)
-    values = gen.normal(mean, std, tensor.shape)
-    bad = (values < a) | (values > b)
-    while bad.any():
-        values[bad] = gen.normal(mean, std, int(bad.sum()))
-        bad = (values < a) | (values > b)
-    return _fill(tensor, values)
+    """N(mean, std^2) truncated to [a, b] (absolute bounds, as in torch), by the inverse CDF:
+    x = mean + std ndtri(u), u ~ U(ndtr((a - mean) / std), ndtr((b - mean) / std)), clipped to [a, b].
+    Works for any a <= b, also far in a tail, where resampling would never finish."""
+    from scipy.special import ndtr, ndtri
+
+    mean, std, a, b = (float(v) for v in (mean, std, a, b))
+    if not (std >= 0 and a <= b and all(map(math.isfinite, (mean, std))) and not math.isnan(a + b)):
+        raise ValueError(f"trunc_normal_: need finite mean, std >= 0 and a <= b, got mean={mean}, "
+                         f"std={std}, a={a}, b={b}")
+    if std == 0:
+        return _fill(tensor, np.full(tensor.shape, min(max(mean, a), b)))
+    lo, hi = ndtr((a - mean) / std), ndtr((b - mean) / std)
+    values = mean + std * ndtri(_gen(generator).uniform(lo, hi, tensor.shape))
+    return _fill(tensor, np.clip(values, a, b))

@@ -126,16 +126,18 @@ class Module:
             raise KeyError(f"invalid name {name!r}: a non-empty string without '.'")
 
     # ---- traversal --------------------------------------------------------------------------
-    def named_modules(self, prefix="", memo=None):
-        """Yield (dotted name, module) for this module and every descendant, each module once."""
+    def named_modules(self, prefix="", memo=None, remove_duplicate=True):
+        """Yield (dotted name, module) for this module and every descendant: each module once, under
+        its first name, or (remove_duplicate=False) a shared module under every name."""
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, child in self._modules.items():
             if child is not None:
-                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo, remove_duplicate)
 
     def modules(self):
         for _, m in self.named_modules():
@@ -152,9 +154,30 @@ class Module:
         for _, child in self.named_children():
             yield child
 
+    def get_submodule(self, target):
+        """The submodule at dotted path `target` ("" is this module); AttributeError naming the
+        missing part otherwise."""
+        mod = self
+        for part in target.split(".") if target else []:
+            child = mod._modules.get(part) if isinstance(mod, Module) else None
+            if child is None:
+                raise AttributeError(f"{type(mod).__name__} has no submodule {part!r} (in {target!r})")
+            mod = child
+        return mod
+
+    def get_parameter(self, target):
+        """The Parameter at dotted path `target` (e.g. "layers.0.mlp.up_proj.weight")."""
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if mod._parameters.get(name) is None:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r} (in {target!r})")
+        return mod._parameters[name]
+
     def _named_members(self, registry, prefix, recurse, remove_duplicate):
         seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        modules = [(prefix, self)]
+        if recurse:
+            modules = self.named_modules(prefix, remove_duplicate=remove_duplicate)
         for mod_prefix, mod in modules:
             for name, value in getattr(mod, registry).items():
                 if value is None or (remove_duplicate and id(value) in seen):
@@ -191,6 +214,8 @@ class Module:
     # ---- modes and grads --------------------------------------------------------------------
     def train(self, mode=True):
         """Set `.training` on this module and all descendants (affects Dropout etc.); return self."""
+        if not isinstance(mode, (bool, np.bool_)):
+            raise ValueError(f"Module.train: mode must be a bool, got {mode!r}")
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
         return self
@@ -232,8 +257,9 @@ class Module:
 
     # ---- state_dict -------------------------------------------------------------------------
     def _state_items(self):
-        """(dotted name, Tensor) for every parameter and persistent buffer, tied ones under each name."""
-        for prefix, mod in self.named_modules():
+        """(dotted name, Tensor) for every parameter and persistent buffer; tied ones, and those of a
+        module shared under several names, under each name (as torch's state_dict)."""
+        for prefix, mod in self.named_modules(remove_duplicate=False):
             dot = f"{prefix}." if prefix else ""
             for name, p in mod._parameters.items():
                 if p is not None:

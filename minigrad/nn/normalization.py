@@ -4,8 +4,18 @@
 """
 import numpy as np
 
+from minigrad.kernels.validate import check_int
 from minigrad.nn.module import Module
 from minigrad.nn.parameter import Parameter
+
+
+def _norm_dim(name, dim):
+    """The normalised size: an int, or torch's normalized_shape with one entry (the last dim)."""
+    if isinstance(dim, (tuple, list)):
+        if len(dim) != 1:
+            raise ValueError(f"{name}: only the last dim can be normalised, got {tuple(dim)}")
+        dim = dim[0]
+    return check_int(name, "dim", dim, 1)
 
 
 def _check_last_dim(name, x, dim):
@@ -21,7 +31,7 @@ class LayerNorm(Module):
 
     def __init__(self, dim, eps=1e-5, elementwise_affine=True, bias=True, dtype=np.float32):
         super().__init__()
-        self.dim = int(dim)
+        self.dim = _norm_dim("LayerNorm", dim)
         self.eps = float(eps)
         weight = Parameter(np.ones(self.dim, dtype=dtype)) if elementwise_affine else None
         self.register_parameter("weight", weight)
@@ -48,7 +58,7 @@ class RMSNorm(Module):
 
     def __init__(self, dim, eps=1e-5, dtype=np.float32):
         super().__init__()
-        self.dim = int(dim)
+        self.dim = _norm_dim("RMSNorm", dim)
         self.eps = float(eps)
         self.weight = Parameter(np.ones(self.dim, dtype=dtype))
 

@@ -12,6 +12,21 @@ def _grads(parameters):
     return [p.grad for p in parameters if p.grad is not None]
 
 
+def _vector_norm(x, p):
+    """torch.linalg.vector_norm(x, p) in float64: max |x| (inf), min |x| (-inf), the count of nonzeros
+    (0), else (sum |x|^p)^(1/p). NaN anywhere gives NaN (Python's max() would skip it)."""
+    x = np.abs(np.asarray(x, np.float64).reshape(-1))
+    if not x.size:
+        return 0.0
+    if p == math.inf:
+        return float(x.max())
+    if p == -math.inf:
+        return float(x.min())
+    if p == 0:
+        return float(np.count_nonzero(x))
+    return float(np.sum(x ** p) ** (1.0 / p))
+
+
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
     """Scale all grads in place so their joint `norm_type`-norm is at most `max_norm`; return that norm.
 
@@ -27,15 +42,12 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     if not grads:
         return Tensor(np.zeros((), dtype=np.float32))
-    if norm_type == math.inf:
-        norms = [np.abs(g.data).max(initial=0.0) for g in grads]
-        total = float(max(norms))
-    elif norm_type == 2.0:
+    if norm_type == 2.0:
         flat = [g.data.reshape(-1).astype(np.float64) for g in grads]
         total = math.sqrt(sum(float(f @ f) for f in flat))
     else:
-        norms = [np.sum(np.abs(g.data.astype(np.float64)) ** norm_type) for g in grads]
-        total = float(sum(norms)) ** (1.0 / norm_type)
+        norms = np.array([_vector_norm(g.data, norm_type) for g in grads])
+        total = _vector_norm(norms, norm_type)
     dtype = grads[0].data.dtype
     if not math.isfinite(total):
         if error_if_nonfinite:
