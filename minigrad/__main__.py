@@ -100,7 +100,7 @@ def cmd_sample(args):
     from minigrad.train import generate_text
 
     try:
-        if args.threads:
+        if args.threads is not None:      # --threads 0 is an error, as for train
             mg.set_num_threads(args.threads)
         ckpt = io.load_checkpoint(args.ckpt)
         model = ckpt.build_model()

@@ -22,8 +22,9 @@ import json
 import math
 import os
 import re
+import secrets
+import stat
 import struct
-import tempfile
 import warnings
 
 import numpy as np
@@ -174,16 +175,33 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
+def _create_temp(path, directory):
+    """(fd, name) of a new temp file beside `path`, created exclusively with mode 0o666 less the
+    umask, as a plain open() would (tempfile.mkstemp makes 0600, which os.replace would keep)."""
+    prefix = os.path.join(directory, ".tmp_" + os.path.basename(path) + ".")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = prefix + secrets.token_hex(6)
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temp file beside {path}")
+
+
 def atomic_write_bytes(path, payload):
-    """Write `payload` to `path` so that `path` is always either the old file or the whole new one."""
+    """Write `payload` to `path` so that `path` is always either the old file or the whole new one.
+    A new file gets the mode a plain open() would give it; a replaced file keeps its mode."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_" + os.path.basename(path) + ".", dir=directory)
+    fd, tmp = _create_temp(path, directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
+        if os.path.exists(path):
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -273,16 +291,56 @@ def config_to_dict(config):
     return {k: v for k, v in vars(config).items() if not k.startswith("_")}
 
 
-def build_model(model_type, config, dtype=np.float32):
-    """A fresh model of a registered type from its config (a dict or config object)."""
+def _registered(model_type):
+    """(model class, config class) of a registered model type; CheckpointError for another."""
     if model_type not in MODEL_TYPES:
         raise CheckpointError(f"unknown model type {model_type!r}; known: {sorted(MODEL_TYPES)}")
     module, cls_name, cfg_name = MODEL_TYPES[model_type]
     mod = importlib.import_module(module)
-    cfg_cls = getattr(mod, cfg_name)
-    if isinstance(config, dict):
-        config = cfg_cls(**config)
-    return getattr(mod, cls_name)(config, dtype=dtype)
+    return getattr(mod, cls_name), getattr(mod, cfg_name)
+
+
+def make_config(model_type, config, source="checkpoint"):
+    """The config object of a registered model type from a saved dict (an object passes through):
+    CheckpointError naming `source` for an unknown key or a value the config rejects."""
+    cfg_cls = _registered(model_type)[1]
+    if isinstance(config, cfg_cls):
+        return config
+    try:
+        return cfg_cls(**config)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{source}: the saved {model_type!r} config {config!r} is invalid: "
+                              f"{e}") from None
+
+
+def build_model(model_type, config, dtype=np.float32, source="checkpoint"):
+    """A fresh model of a registered type from its config (a dict or config object)."""
+    return _registered(model_type)[0](make_config(model_type, config, source), dtype=dtype)
+
+
+def _weights_signature(config):
+    """What of a config decides what the weights compute (`weights_signature()` when the config
+    defines one, e.g. GPTConfig leaves out max_seq_len), as a dict."""
+    if hasattr(config, "weights_signature"):
+        return config.weights_signature()
+    return config_to_dict(config) or {}
+
+
+def check_config_matches(model, ckpt):
+    """CheckpointError naming every config field in which `ckpt` differs from `model.config`
+    (same shapes do not make the same model: n_head, rope_base, norm_eps change the maths). Fields
+    the config declares as runtime-only (GPT's max_seq_len) may differ."""
+    if ckpt.config is None or getattr(model, "config", None) is None:
+        return
+    saved = ckpt.config
+    if ckpt.model_type in MODEL_TYPES:
+        saved = make_config(ckpt.model_type, saved, ckpt.path)
+    saved, own = _weights_signature(saved), _weights_signature(model.config)
+    diffs = [f"{k}: checkpoint {saved.get(k)!r} vs model {own.get(k)!r}"
+             for k in sorted(set(saved) | set(own)) if saved.get(k) != own.get(k)]
+    if diffs:
+        raise CheckpointError(f"{ckpt.path} was saved from a {type(model).__name__} with another config: "
+                              + _listing(diffs))
 
 
 def dtype_problems(arrays, expected, exact=True):
@@ -372,12 +430,13 @@ class Checkpoint:
     rng: dict = None
     tokenizer: object = None
     extra: dict = None
+    optimizer_type: str = None   # the optimizer's class name (None in checkpoints older than the field)
 
     def build_model(self):
         """A model of the saved type and config carrying the saved weights."""
         floats = {v.dtype for v in self.model_state.values() if v.dtype.kind == "f"}
         dtype = np.float64 if floats == {np.dtype(np.float64)} else np.float32  # as saved
-        model = build_model(self.model_type, self.config, dtype)
+        model = build_model(self.model_type, self.config, dtype, self.path)
         return load_model_weights(model, self.model_state, self.path)
 
 
@@ -403,11 +462,14 @@ def latest_checkpoint(run_dir):
 
 def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_type=None,
                     tokenizer=None, rng=None, extra=None, keep=3):
-    """Atomically write `ckpt_<step>.safetensors` in `run_dir` and keep only the newest `keep`.
+    """Atomically write `ckpt_<step>.safetensors` in `run_dir` and keep only the newest `keep`
+    up to `step`.
 
     `config` defaults to `model.config`; `rng` is a dict of JSON-able generator states (e.g. the
     batch sampler's and `minigrad.get_rng_state()`); `extra` any JSON-able training state.
-    `keep` 0 or None keeps every checkpoint.
+    `keep` 0 or None keeps every checkpoint. Checkpoints with a higher step than `step` (another
+    run's) are never deleted, and a RuntimeWarning names the highest: `latest_checkpoint` and
+    `load_checkpoint(run_dir)` return it, not the one just written.
     """
     step = check_int("save_checkpoint", "step", step, 0)  # ckpt_-0000001 would never be listed
     if keep is not None:                                   # keep=-1 would delete the oldest
@@ -428,17 +490,22 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
         "model_type": model_type or model_type_of(model),
         "config": config_to_dict(config if config is not None else getattr(model, "config", None)),
         "optimizer": optim_skeleton,
+        "optimizer_type": None if optimizer is None else type(optimizer).__name__,
         "rng": rng,
         "tokenizer": tokenizer.to_dict() if hasattr(tokenizer, "to_dict") else tokenizer,
         "extra": extra,
     }
     path = checkpoint_path(run_dir, step)
     save_safetensors(path, arrays, {"format": FORMAT, "minigrad": json.dumps(info)})
+    found = list_checkpoints(run_dir)
     if keep:
-        for _, old in list_checkpoints(run_dir)[:-keep]:
-            if old != path:
-                os.unlink(old)
+        for _, old in [c for c in found if c[0] <= step][:-keep]:
+            os.unlink(old)
         _fsync_dir(run_dir)
+    if found and found[-1][0] > step:
+        warnings.warn(f"{run_dir} holds {found[-1][1]}, a higher step than the {step} just saved (another "
+                      f"run?); it was kept, and latest_checkpoint / load_checkpoint({run_dir!r}) return it",
+                      RuntimeWarning, stacklevel=2)
     return path
 
 
@@ -462,15 +529,17 @@ def _load_file(path):
         tok = tokenizer_from_dict(tok)
     return Checkpoint(path=path, step=info["step"], model_type=info["model_type"], config=info["config"],
                       model_state=model_state, optimizer_state=optim_state, rng=info.get("rng"),
-                      tokenizer=tok, extra=info.get("extra"))
+                      tokenizer=tok, extra=info.get("extra"), optimizer_type=info.get("optimizer_type"))
 
 
 def load_checkpoint(path, model=None, optimizer=None):
     """Load a checkpoint file, or the newest loadable one in a run directory.
 
-    With `model`, the weights are copied in (its type and shapes must match, else CheckpointError);
-    with `optimizer`, its state is restored. Returns a `Checkpoint`. In a directory, a damaged newest
-    checkpoint is skipped with a warning in favour of the previous one.
+    With `model`, the weights are copied in (its type, config and shapes must match, else
+    CheckpointError; GPT's max_seq_len may differ); with `optimizer`, its state is restored (an
+    optimizer of another class than the saved one is a CheckpointError). Returns a `Checkpoint`.
+    In a directory, a damaged newest checkpoint is skipped with a warning in favour of the
+    previous one.
     """
     if os.path.isdir(path):
         found = list_checkpoints(path)
@@ -492,13 +561,19 @@ def load_checkpoint(path, model=None, optimizer=None):
     if optimizer is not None:  # checked first: a failed load changes neither weights nor state
         if ckpt.optimizer_state is None:
             raise CheckpointError(f"{ckpt.path} holds no optimizer state")
+        own_type = type(optimizer).__name__
+        if ckpt.optimizer_type is not None and ckpt.optimizer_type != own_type:
+            raise CheckpointError(f"{ckpt.path} holds the state of an optimizer of class "
+                                  f"{ckpt.optimizer_type}, not {own_type}")
         check_optimizer_state(optimizer, ckpt.optimizer_state, ckpt.path)
     if model is not None:
         own_type = model_type_of(model)
         if own_type != ckpt.model_type:
             raise CheckpointError(f"{ckpt.path} holds a {ckpt.model_type!r} model, not a {own_type!r} "
                                   f"({type(model).__name__})")
-        load_model_weights(model, ckpt.model_state, ckpt.path)
+        check_state_compatible(model, ckpt.model_state, ckpt.path)  # keys, shapes, dtypes by name
+        check_config_matches(model, ckpt)                           # same shapes, other maths
+        model.load_state_dict(ckpt.model_state)
     if optimizer is not None:
         optimizer.load_state_dict(ckpt.optimizer_state)
     return ckpt

@@ -119,16 +119,22 @@ class TrainConfig:
         fail at its first evaluation, save or sample must fail here instead). None: the default."""
         for name, low in (("steps", 1), ("stop_at", 1), ("batch_size", 1), ("seq_len", 1), ("threads", 1),
                           ("warmup", 0), ("eval_every", 1), ("eval_batches", 0), ("keep", 0),
-                          ("sample_tokens", 0), ("bpe_vocab", 1)):
-            if getattr(self, name) is not None or name in ("warmup", "eval_every", "keep", "sample_tokens"):
+                          ("sample_tokens", 0), ("bpe_vocab", 1), ("seed", 0)):
+            if getattr(self, name) is not None or name in ("warmup", "eval_every", "keep", "sample_tokens",
+                                                           "seed"):
                 check_int("train", name, getattr(self, name), low)
         if self.minutes is not None:
             check_finite_scalar("train", "minutes", self.minutes, positive=True)
-        for name, high in (("lr", None), ("weight_decay", None), ("grad_clip", None), ("min_lr_ratio", 1),
-                           ("beta2", 1), ("val_fraction", 1)):
+        # (name, upper bound, whether the bound itself is allowed): beta2 as AdamW takes it, [0, 1)
+        for name, high, closed in (("lr", None, True), ("weight_decay", None, True),
+                                   ("grad_clip", None, True), ("min_lr_ratio", 1, True), ("beta2", 1, False),
+                                   ("val_fraction", 1, True)):
             value = getattr(self, name)
-            if value is not None and not 0 <= check_finite_scalar("train", name, value) <= (high or math.inf):
-                bound = "" if high is None else f" and <= {high}"
+            if value is None:
+                continue
+            value = check_finite_scalar("train", name, value)
+            if not (value >= 0 and (high is None or value < high or (closed and value == high))):
+                bound = "" if high is None else f" and {'<=' if closed else '<'} {high}"
                 raise ValueError(f"train: {name} must be >= 0{bound}, got {value}")
         check_sampling(self.temperature, self.top_k, self.top_p)
 
@@ -215,6 +221,7 @@ def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=N
 def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, seed=0, window=None):
     """`ids` (1-D) followed by `tokens` sampled ids, through a sliding window as in `generate_text`."""
     tokens = check_int("generate", "tokens", tokens, 0)
+    seed = check_int("generate", "seed", seed, 0)     # each window samples with seed + its index
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
     if limit is not None and limit < 2 and tokens:
         raise ValueError(f"generate: the model's max_seq_len is {limit}: it cannot hold a prompt token "
@@ -454,16 +461,22 @@ def _prepare(cfg, log):
     sampler = BatchSampler(train_ids, cfg.batch_size, cfg.seq_len, seed=cfg.seed)
     val_batches = eval_batches(val_ids, cfg.batch_size, cfg.seq_len, cfg.eval_batches) if len(val_ids) else []
     prompt = _sample_prompt(cfg, tokenizer, text)
-    if ckpt is None:        # only once the data and settings are known to work
-        _set_aside_previous_run(cfg.out, log)
-    log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
-
+    # everything that can fail on the user's settings (model, optimizer, the context length) before
+    # anything on disk moves
     if ckpt is None:
         model = build_model(cfg.model, cfg.size, tokenizer.vocab_size, cfg.seq_len, cfg.seed)
-        return _Run(cfg, model, make_optimizer(model, cfg), tokenizer, sampler, val_batches, corpus_desc,
-                    prompt=prompt)
-    model = ckpt.build_model()
+    else:
+        model = ckpt.build_model()
+    limit = getattr(model.config, "max_seq_len", None)
+    if limit is not None and cfg.seq_len > limit:
+        raise ValueError(f"train: seq_len {cfg.seq_len} exceeds the model's max_seq_len {limit}"
+                         + (f" (from {ckpt.path})" if ckpt else ""))
     optimizer = make_optimizer(model, cfg)
+    if ckpt is None:        # only once the data, settings, model and optimizer are known to work
+        _set_aside_previous_run(cfg.out, log)
+    log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
+    if ckpt is None:
+        return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, prompt=prompt)
     optimizer.load_state_dict(ckpt.optimizer_state)
     sampler.load_state_dict(ckpt.rng["sampler"])
     mg.set_rng_state(ckpt.rng["minigrad"])

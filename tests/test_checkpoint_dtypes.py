@@ -168,13 +168,21 @@ def test_hf_config_without_num_attention_heads_is_named(tmp_path):
 
 @pytest.mark.parametrize("text,match", [
     ("{not json", "not valid JSON"), ("[1, 2]", "holds a JSON list"),
-    ('{"num_attention_heads": 0}', "num_attention_heads must be a positive int"),
-    ('{"num_attention_heads": 2.5}', "num_attention_heads must be a positive int")])
+    ('{"num_attention_heads": 0}', "num_attention_heads must be an int >= 1"),
+    ('{"num_attention_heads": 2.5}', "num_attention_heads must be an int"),
+    # audit of 2026-12: AttributeError / TypeError, or silently truncated / treated as not given
+    ('{"rope_scaling": "linear"}', "rope_scaling must be an object or null, got 'linear'"),
+    ('{"hidden_size": "32"}', "hidden_size must be an int, got '32'"),
+    ('{"vocab_size": 64.9}', "vocab_size must be an int, got 64.9"),
+    ('{"num_key_value_heads": 0}', "num_key_value_heads must be an int >= 1"),
+    ('{"rope_theta": 0}', "rope_theta must be a finite positive number"),
+    ('{"rms_norm_eps": "1e-5"}', "rms_norm_eps must be a number"),
+    ('{"tie_word_embeddings": "false"}', "tie_word_embeddings must be True or False")])
 def test_hf_config_that_is_not_a_llama_config_object_is_named(tmp_path, text, match):
     # audit leftovers: JSONDecodeError / ZeroDivisionError escaped from config.json
     tiny_model("gpt").save_hf(str(tmp_path))
     cfg_path = tmp_path / "config.json"
-    if text.startswith('{"num'):
+    if text.startswith('{"'):
         text = json.dumps({**json.loads(cfg_path.read_text()), **json.loads(text)})
     cfg_path.write_text(text)
     with pytest.raises(ValueError, match=match):

@@ -151,3 +151,111 @@ def test_truncated_gguf_gives_a_clear_value_error(tmp_path):
     cut.write_bytes(buf[:233])
     with pytest.raises(ValueError, match="not a readable GGUF file"):
         GPT.from_gguf(str(cut))
+
+
+# ---- audit of 2026-12 (models and checkpoints): loads that used to succeed silently wrong -------
+
+
+def test_config_of_the_same_shapes_but_other_maths_is_rejected(saved):
+    # regression: only names / shapes / dtypes were compared, so a GPT saved with n_head 4 loaded
+    # into n_head 2 (same shapes; or another rope_base / norm_eps) and computed garbage
+    from minigrad.models.gpt import GPT, GPTConfig
+
+    path, _, good = saved
+    cfg = dict(good.config)
+    for change, field in ((dict(n_head=2, n_kv_head=1), "n_head"), (dict(rope_base=100.0), "rope_base"),
+                          (dict(norm_eps=0.5), "norm_eps")):
+        other = GPT(GPTConfig(**{**cfg, **change}))
+        before = {k: np.array(v.data) for k, v in other.state_dict().items()}
+        with pytest.raises(CheckpointError, match=f"another config: .*{field}: checkpoint"):
+            io.load_checkpoint(path, model=other)
+        assert all(np.array_equal(before[k], v.data) for k, v in other.state_dict().items())
+    longer = GPT(GPTConfig(**{**cfg, "max_seq_len": 4 * cfg["max_seq_len"]}))  # a context length only
+    io.load_checkpoint(path, model=longer)
+    assert np.array_equal(longer.embed_tokens.weight.data, good.model_state["embed_tokens.weight"])
+
+
+def test_n_kv_head_none_and_n_head_are_the_same_config(tmp_path):
+    from minigrad.models.gpt import GPT, GPTConfig
+
+    base = dict(vocab_size=40, d_model=16, n_layer=1, n_head=2, ffn_hidden=32)
+    path = io.save_checkpoint(str(tmp_path), 1, GPT(GPTConfig(**base)))
+    io.load_checkpoint(path, model=GPT(GPTConfig(**base, n_kv_head=2)))
+
+
+def test_rwkv7_config_is_compared_too(tmp_path):
+    from minigrad.models.rwkv7 import RWKV7Config
+
+    model = Trainer("rwkv7").model
+    claimed = RWKV7Config(**{**io.config_to_dict(model.config), "d_gate_lora": 16})
+    path = io.save_checkpoint(str(tmp_path), 1, model, config=claimed)     # weights and config disagree
+    with pytest.raises(CheckpointError, match="another config: d_gate_lora: checkpoint 16 vs model"):
+        io.load_checkpoint(path, model=Trainer("rwkv7").model)
+
+
+@pytest.mark.parametrize("change, match", [(dict(bogus=1), "unexpected keyword argument 'bogus'"),
+                                           (dict(n_head="2"), "n_head must be an int"),
+                                           (dict(vocab_size=0), "vocab_size must be an int >= 1")])
+def test_invalid_saved_config_is_a_checkpoint_error(saved, tmp_path, change, match):
+    # regression: a bare TypeError from GPTConfig(**config) in io.build_model
+    path, _, good = saved
+    model = Trainer("gpt").model
+    bad = io.save_checkpoint(str(tmp_path), 1, model, config={**good.config, **change})
+    with pytest.raises(CheckpointError, match=f"ckpt_00000001.*invalid: .*{match}"):
+        io.load_checkpoint(bad).build_model()
+    with pytest.raises(CheckpointError, match=match):
+        io.load_checkpoint(bad, model=model)
+
+
+def test_optimizer_of_another_class_is_rejected_old_checkpoints_still_load(saved, tmp_path):
+    # regression: AdamW state loaded into SGD silently (lr / weight_decay replaced, exp_avg in state)
+    import minigrad as mg
+
+    path, _, good = saved
+    assert good.optimizer_type == "AdamW"
+    model = Trainer("gpt").model
+    sgd = mg.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(CheckpointError, match="optimizer of class AdamW, not SGD"):
+        io.load_checkpoint(path, model=model, optimizer=sgd)
+    assert sgd.param_groups[0]["lr"] == 0.1 and not sgd.state
+    tensors, meta = io.load_safetensors(path)                  # a checkpoint older than the field
+    info = json.loads(meta["minigrad"])
+    del info["optimizer_type"]
+    old = str(tmp_path / "ckpt_00000001.safetensors")
+    io.save_safetensors(old, tensors, {**meta, "minigrad": json.dumps(info)})
+    assert io.load_checkpoint(old).optimizer_type is None
+    adam = mg.optim.AdamW(model.parameters(), lr=1.0)
+    io.load_checkpoint(old, model=model, optimizer=adam)
+    assert adam.param_groups[0]["lr"] == good.optimizer_state["param_groups"][0]["lr"]
+
+
+def test_unreadable_pth_is_a_checkpoint_error(tmp_path):
+    # regression: torch's RuntimeError escaped RWKV7.from_pretrained for junk and truncated files
+    pytest.importorskip("torch")
+    from minigrad.models import RWKV7
+
+    junk = tmp_path / "junk.pth"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="junk.pth is not a readable PyTorch checkpoint"):
+        RWKV7.from_pretrained(str(junk))
+    good = Trainer("rwkv7").model.save_pretrained(str(tmp_path / "w.pth"))
+    buf = open(good, "rb").read()
+    cut = tmp_path / "cut.pth"
+    for k in (0, 100, len(buf) // 2, len(buf) - 30):
+        cut.write_bytes(buf[:k])
+        with pytest.raises(CheckpointError, match="cut.pth"):
+            RWKV7.from_pretrained(str(cut))
+
+
+@pytest.mark.parametrize("name", ["w.pt", "w.bin", "w.pth"])
+def test_rwkv7_save_pretrained_writes_what_from_pretrained_reads(tmp_path, name):
+    # regression: save_pretrained("w.pt") wrote w.pt.safetensors, while from_pretrained reads .pt as torch
+    pytest.importorskip("torch")
+    from minigrad.models import RWKV7
+
+    model = Trainer("rwkv7").model
+    path = model.save_pretrained(str(tmp_path / name))
+    assert path == str(tmp_path / name) and os.listdir(tmp_path) == [name]
+    back = RWKV7.from_pretrained(path)
+    assert all(np.array_equal(v.data, back.state_dict()[k].data) for k, v in model.state_dict().items())
+    assert model.save_pretrained(str(tmp_path / "w")).endswith("w.safetensors")

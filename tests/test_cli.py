@@ -325,3 +325,51 @@ def test_cli_sample_and_train_errors_are_one_line(corpus, tmp_path, capsys):
     assert main(["train", "--config", "tiny", "--corpus", corpus, "--steps", "2", "--out", str(afile),
                  "--no-progress", "--no-plot"]) == 1
     assert capsys.readouterr().err.startswith("minigrad train: error:")
+
+
+def test_a_model_or_optimizer_failure_never_costs_the_previous_run(corpus, tmp_path, monkeypatch):
+    # regression: --beta2 1 passed the range check (<= 1), the previous run was set aside (emptying
+    # previous/), then AdamW rejected beta2 = 1
+    import minigrad.train as train_mod
+
+    train(tiny(corpus, tmp_path, steps=2), log=quiet)
+    train(tiny(corpus, tmp_path, steps=3), log=quiet)      # the first run goes to previous/
+    files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors"))
+    assert files == ["ckpt_00000003.safetensors", "previous/ckpt_00000002.safetensors"]
+    with pytest.raises(ValueError, match="beta2 must be >= 0 and < 1"):
+        train(tiny(corpus, tmp_path, steps=2, beta2=1.0), log=quiet)
+
+    def failing_optimizer(model, cfg):
+        raise ValueError("optimizer rejected a setting")
+    monkeypatch.setattr(train_mod, "make_optimizer", failing_optimizer)
+    with pytest.raises(ValueError, match="optimizer rejected"):
+        train(tiny(corpus, tmp_path, steps=2), log=quiet)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == files
+    assert (tmp_path / "metrics.csv").exists()
+
+
+def test_resume_with_a_seq_len_beyond_the_checkpoints_max_seq_len_fails_before_training(corpus, tmp_path):
+    train(tiny(corpus, tmp_path, steps=2), log=quiet)       # a GPT with max_seq_len 1024
+    metrics = (tmp_path / "metrics.csv").read_text()
+    with pytest.raises(ValueError, match="seq_len 1100 exceeds the model's max_seq_len 1024"):
+        train(tiny(corpus, tmp_path, steps=4, resume=True, seq_len=1100, batch_size=1, eval_batches=1),
+              log=quiet)
+    assert (tmp_path / "metrics.csv").read_text() == metrics
+
+
+def test_cli_rejects_zero_threads_and_negative_seeds(corpus, tmp_path, capsys):
+    # regression: `sample --threads 0` was silently ignored; a negative seed gave numpy's "expected
+    # non-negative integer"
+    out = str(tmp_path / "run")
+    assert main(["train", "--config", "tiny", "--corpus", corpus, "--steps", "2", "--out", out,
+                 "--sample-tokens", "0", "--no-progress", "--no-plot"]) == 0
+    capsys.readouterr()
+    for extra, match in ((["--threads", "0"], "n must be an int >= 1"),
+                         (["--seed", "-1"], "seed must be an int >= 0")):
+        assert main(["sample", "--ckpt", out, "--tokens", "2", *extra]) == 1
+        assert match in capsys.readouterr().err
+    assert main(["train", "--config", "tiny", "--corpus", corpus, "--steps", "2", "--out", out,
+                 "--seed", "-1", "--no-progress", "--no-plot"]) == 1
+    assert "seed must be an int >= 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="generate: seed must be an int >= 0"):
+        mg.train.generate_ids(io.load_checkpoint(out).build_model(), np.array([1]), 2, seed=-1)

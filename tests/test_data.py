@@ -144,6 +144,8 @@ def test_eval_batches_fixed_and_in_range():
 def test_too_short_stream_is_a_clear_error():
     with pytest.raises(ValueError, match="fewer than seq_len"):
         BatchSampler(np.arange(10), 2, 10)
+    with pytest.raises(ValueError, match="BatchSampler: seed must be an int >= 0"):   # was numpy's message
+        BatchSampler(np.arange(100), 2, 10, seed=-1)
     with pytest.raises(ValueError, match="1-D"):
         train_val_split(np.zeros((2, 3)))
 

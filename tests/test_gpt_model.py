@@ -144,6 +144,44 @@ def test_input_errors():
         GPTConfig(vocab_size=5, d_model=6, n_layer=1, n_head=2)
 
 
+def test_generate_names_a_bad_seed_or_sampling_argument():
+    # regression: numpy's "expected non-negative integer" / operator errors not naming the argument
+    model = tiny(False, np.float32)
+    prompt = ids(1, 2, 11)
+    for bad, err, match in ((dict(seed=-1), ValueError, "seed must be an int >= 0"),
+                            (dict(seed=1.5), TypeError, "seed must be an int"),
+                            (dict(temperature=None), TypeError, "temperature must be a number, got None"),
+                            (dict(temperature="1"), TypeError, "temperature must be a number"),
+                            (dict(top_p="0.5"), TypeError, "top_p must be a number"),
+                            (dict(top_p=float("nan")), ValueError, r"top_p must be in \(0, 1\]")):
+        with pytest.raises(err, match=match):
+            model.generate(prompt, 2, **bad)
+    out = model.generate(prompt, 2, temperature=np.float32(0.5), top_p=np.float64(0.9), seed=np.int64(3))
+    assert out.shape == (1, 4)
+
+
+BASE = dict(vocab_size=11, d_model=8, n_layer=1, n_head=2)
+
+
+@pytest.mark.parametrize("field, value, err", [
+    ("vocab_size", 20.7, TypeError), ("vocab_size", True, TypeError), ("max_seq_len", 2.9, TypeError),
+    ("d_model", "8", TypeError), ("n_kv_head", 0, ValueError), ("ffn_hidden", 0, ValueError),
+    ("tie_embeddings", "no", TypeError), ("tie_embeddings", 1, TypeError),
+    ("rope_base", 0.0, ValueError), ("rope_base", -1.0, ValueError), ("rope_base", float("nan"), ValueError),
+    ("rope_base", "1e4", TypeError), ("norm_eps", 0.0, ValueError), ("norm_eps", -1e-5, ValueError),
+    ("norm_eps", float("inf"), ValueError), ("norm_eps", None, TypeError)])
+def test_config_rejects_values_that_used_to_fail_at_the_first_forward_or_never(field, value, err):
+    with pytest.raises(err, match=f"GPTConfig: {field} must be"):
+        GPTConfig(**{**BASE, field: value})
+
+
+def test_config_stores_plain_python_values():
+    cfg = GPTConfig(**{**BASE, "vocab_size": np.int64(11), "n_kv_head": np.int32(1)}, rope_base=500,
+                    tie_embeddings=np.bool_(False))
+    assert type(cfg.vocab_size) is int and type(cfg.n_kv_head) is int and cfg.vocab_size == 11
+    assert type(cfg.rope_base) is float and cfg.tie_embeddings is False
+
+
 def test_training_steps_reduce_loss():
     model = tiny(False, np.float32, n_layer=1)
     x = ids(4, 12, 11, seed=7)

@@ -103,6 +103,40 @@ def test_keep_last_k_and_latest(tmp_path):
     assert not [f for f in os.listdir(run) if f.startswith(".tmp")]
 
 
+def test_keep_never_deletes_a_higher_step_of_another_run_and_warns(tmp_path):
+    # regression: pruning by highest step let an older run's ckpt_300 push out every save of a new run
+    from _ckpt_saver import make_model_and_optimizer, save
+    run = str(tmp_path)
+    model, opt = make_model_and_optimizer()
+    for step in (100, 200, 300):
+        save(run, step, model, opt, keep=2)
+    for step in (10, 20, 30):
+        with pytest.warns(RuntimeWarning, match=r"holds .*ckpt_00000300\.safetensors, a higher step than the "
+                                                f"{step} just saved"):
+            save(run, step, model, opt, keep=2)
+    assert [s for s, _ in io.list_checkpoints(run)] == [20, 30, 200, 300]   # keep=2 up to each new step
+    assert io.load_checkpoint(io.checkpoint_path(run, 30)).step == 30
+
+
+def test_saved_files_get_the_mode_open_would_give_or_keep_the_replaced_files(tmp_path):
+    # regression: tempfile.mkstemp made every checkpoint and HF export 0600 (os.replace keeps the mode)
+    from _ckpt_saver import make_model_and_optimizer
+    model, _ = make_model_and_optimizer()
+    old = os.umask(0o022)
+    try:
+        path = io.save_checkpoint(str(tmp_path), 1, model)
+        model.save_hf(str(tmp_path / "hf"))
+        for f in (path, tmp_path / "hf" / "config.json", tmp_path / "hf" / "model.safetensors"):
+            assert os.stat(f).st_mode & 0o777 == 0o644, f
+        os.chmod(path, 0o640)                       # overwriting keeps the file's own mode
+        io.save_checkpoint(str(tmp_path), 1, model)
+        assert os.stat(path).st_mode & 0o777 == 0o640
+        os.umask(0o077)
+        assert os.stat(io.save_checkpoint(str(tmp_path), 2, model)).st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+
+
 def test_damaged_latest_is_skipped_in_a_directory_but_named_when_loaded_directly(tmp_path):
     from _ckpt_saver import make_model_and_optimizer, save
     run = str(tmp_path)

@@ -298,6 +298,24 @@ def test_clear_errors():
         RWKV7(dict(SMALL))
 
 
+def test_bad_state_seed_and_config_values_are_named():
+    # regression: state=[1] gave "object of type 'int' has no len()", seed=-1 numpy's "expected
+    # non-negative integer"; RWKV7Config accepted True as a size
+    model, _ = make(SMALL)
+    with pytest.raises(TypeError, match=r"state\[0\] must be an \(att_shift, .*tuple, got int"):
+        model(tokens(SMALL, 1, 2), state=[1, 2, 3])
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+        model.generate(tokens(SMALL, 1, 2), 2, seed=-1)
+    with pytest.raises(TypeError, match="temperature must be a number"):
+        model.generate(tokens(SMALL, 1, 2), 2, temperature="1")
+    for field, value in (("vocab_size", True), ("d_model", 12.0), ("ffn_hidden", 2.5), ("d_gate_lora", "4")):
+        with pytest.raises(TypeError, match=f"RWKV7Config: {field} must be an int"):
+            RWKV7Config(**{**SMALL, field: value})
+    with pytest.raises(ValueError, match="RWKV7Config: d_mv_lora must be an int >= 1"):
+        RWKV7Config(**{**SMALL, "d_mv_lora": 0})
+    assert type(RWKV7Config(**{**SMALL, "vocab_size": np.int64(11)}).vocab_size) is int
+
+
 def test_threads_agree_on_parallel_sizes():
     """B x T = 160 rows: the row kernels' parallel path (see op_helpers)."""
     cfg = dict(SMALL, d_model=16, head_size=8)

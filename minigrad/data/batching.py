@@ -5,6 +5,8 @@ the token stream, i.e. `y` is `x` shifted left by one token.
 """
 import numpy as np
 
+from minigrad.kernels.validate import check_int
+
 
 def train_val_split(ids, val_fraction=0.1):
     """Split a 1-D token array into a leading train part and a trailing validation part."""
@@ -49,7 +51,7 @@ class BatchSampler:
             raise ValueError(f"BatchSampler: batch_size and seq_len must be >= 1, "
                              f"got {batch_size}, {seq_len}")
         self.data, self.batch_size, self.seq_len = data, int(batch_size), int(seq_len)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(check_int("BatchSampler", "seed", seed, 0))
 
     def next(self):
         starts = self.rng.integers(0, len(self.data) - self.seq_len, size=self.batch_size)

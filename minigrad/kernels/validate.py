@@ -4,6 +4,7 @@ Kernels are compiled with bounds checks off, so every shape, dtype, contiguity a
 they rely on must be checked here first. Errors name the op and the offending argument.
 """
 import functools
+import numbers
 
 import numpy as np
 
@@ -70,9 +71,32 @@ def check_int(op, name, value, low=None, high=None):
     return int(value)
 
 
+def check_number(op, name, value):
+    """A real number (Python or numpy int / float, or a 0-d numeric array) as a float: TypeError
+    naming `name` for a bool, str, None or anything else float() would take or choke on."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a number, got {value!r}")
+    return float(value)
+
+
+def check_bool(op, name, value):
+    """A bool (Python or numpy) as a bool: TypeError naming `name` for "no", 0, None ..."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_seed(op, seed):
+    """A sampling seed: None (fresh entropy) or an int >= 0 (numpy's own error names no argument)."""
+    return None if seed is None else check_int(op, "seed", seed, 0)
+
+
 def check_finite_scalar(op, name, value, positive=False):
-    """Validate a Python float parameter (eps, scale, base ...)."""
-    value = float(value)
+    """A finite number (> 0 with `positive`) as a float, for eps, scale, base, lr ... (check_number
+    first: "1e-5" or None is a TypeError naming the argument)."""
+    value = check_number(op, name, value)
     if not np.isfinite(value) or (positive and value <= 0):
         need = "a finite positive number" if positive else "finite"
         raise ValueError(f"{op}: {name} must be {need}, got {value}")

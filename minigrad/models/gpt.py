@@ -14,7 +14,7 @@ Init (as HF Llama, initializer_range 0.02): every Linear and the embedding ~ N(0
 With tie_embeddings the model has no lm_head.weight; load_state_dict accepts (and checks) one.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -22,7 +22,7 @@ import minigrad as mg
 from minigrad import functional as F
 from minigrad import nn
 from minigrad.autograd import no_grad
-from minigrad.kernels.validate import check_index
+from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int, check_seed
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
 from minigrad.models.sampling import check_new_tokens, check_sampling, sample
@@ -56,18 +56,36 @@ class GPTConfig:
     norm_eps: float = 1e-5
     tie_embeddings: bool = True
 
+    # fields that do not change what the weights compute: a checkpoint loads into a model that
+    # differs only here (max_seq_len: a longer or shorter context; RoPE has no learned positions)
+    RUNTIME_FIELDS = ("max_seq_len",)
+
     def __post_init__(self):
+        """Every field checked (and stored as a plain int / float / bool) before any weight exists:
+        TypeError for 20.7, True, "no"; ValueError out of range (rope_base, norm_eps: finite > 0)."""
+        for name in ("vocab_size", "d_model", "n_layer", "n_head", "max_seq_len"):
+            setattr(self, name, check_int("GPTConfig", name, getattr(self, name), 1))
+        for name in ("n_kv_head", "ffn_hidden"):
+            if getattr(self, name) is not None:
+                setattr(self, name, check_int("GPTConfig", name, getattr(self, name), 1))
         if self.ffn_hidden is None:
             self.ffn_hidden = 32 * math.ceil(8 * self.d_model / 3 / 32)
-        for name in ("vocab_size", "d_model", "n_layer", "n_head", "ffn_hidden", "max_seq_len"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
+        for name in ("rope_base", "norm_eps"):
+            setattr(self, name, check_finite_scalar("GPTConfig", name, getattr(self, name), positive=True))
+        self.tie_embeddings = check_bool("GPTConfig", "tie_embeddings", self.tie_embeddings)
         if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
             raise ValueError(f"GPTConfig: d_model {self.d_model} must split into n_head {self.n_head} "
                              "heads of an even size (RoPE rotates pairs)")
-        if self.n_kv_head is not None and (self.n_kv_head < 1 or self.n_head % self.n_kv_head):
+        if self.n_kv_head is not None and self.n_head % self.n_kv_head:
             raise ValueError(f"GPTConfig: n_head {self.n_head} must be a multiple of n_kv_head "
                              f"{self.n_kv_head}")
+
+    def weights_signature(self):
+        """The fields that decide what the weights compute (n_kv_head None stands for n_head):
+        models whose signatures agree can share a checkpoint."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self.RUNTIME_FIELDS}
+        out["n_kv_head"] = self.kv_heads
+        return out
 
     @property
     def kv_heads(self):
@@ -251,7 +269,7 @@ class GPT(nn.Module):
             raise ValueError(f"generate: prompt {T0} + max_new_tokens {max_new_tokens} exceeds "
                              f"max_seq_len {cfg.max_seq_len}")
         check_sampling(temperature, top_k, top_p)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed("generate", seed))
         total = T0 + max_new_tokens
         shape = (B, total, cfg.kv_heads, cfg.head_dim)
         caches = [(np.empty(shape, self.dtype), np.empty(shape, self.dtype)) for _ in self.layers]

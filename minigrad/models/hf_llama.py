@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from minigrad.io import atomic_write_bytes, check_import_dtypes, decode_safetensors, save_safetensors
+from minigrad.kernels.validate import check_bool, check_finite_scalar, check_int
 
 PREFIX = "model."
 CONFIG_NAME = "config.json"
@@ -34,12 +35,35 @@ class UnsupportedCheckpointError(ValueError):
 # config
 
 
-def _rope_theta(hf):
-    params = hf.get("rope_parameters") or {}
-    return float(hf.get("rope_theta") or params.get("rope_theta") or 10000.0)
+def _count(hf, key, where, default=None):
+    """hf[key] as an int >= 1 (40.9, "16", true or 0 are errors naming the field); `default` when
+    the key is absent or null (KeyError when there is no default)."""
+    value = hf.get(key)
+    if value is None:
+        if default is None:
+            raise KeyError(key)
+        return default
+    return check_int(where, key, value, 1)
 
 
-def _check_supported(hf, where):
+def _positive(hf, key, where, default):
+    """hf[key] as a finite number > 0; `default` when the key is absent or null."""
+    value = hf.get(key)
+    return default if value is None else check_finite_scalar(where, key, value, positive=True)
+
+
+def _rope_params(hf, where):
+    """{key: the rope_scaling / rope_parameters object (or {})}; ValueError naming a non-object."""
+    out = {}
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = hf.get(key) or {}
+        if not isinstance(rope, dict):
+            raise ValueError(f"{where}: {key} must be an object or null, got {rope!r}")
+        out[key] = rope
+    return out
+
+
+def _check_supported(hf, where, d_model, n_head):
     def reject(what):
         raise UnsupportedCheckpointError(f"{where}: {what}; minigrad's GPT does not support it")
 
@@ -52,32 +76,35 @@ def _check_supported(hf, where):
     for flag in ("attention_bias", "mlp_bias"):
         if hf.get(flag):
             reject(f"{flag} is true (GPT's projections have no bias)")
-    for key in ("rope_scaling", "rope_parameters"):
-        rope = hf.get(key) or {}
+    for key, rope in _rope_params(hf, where).items():
         kind = rope.get("rope_type", rope.get("type", "default"))
         if kind not in (None, "default"):
             reject(f"{key} uses rope_type {kind!r} (only plain RoPE is implemented)")
-    n_head = hf["num_attention_heads"]
-    if isinstance(n_head, bool) or not isinstance(n_head, int) or n_head < 1:
-        raise ValueError(f"{where}: num_attention_heads must be a positive int, got {n_head!r}")
     head_dim = hf.get("head_dim")
-    if head_dim not in (None, hf["hidden_size"] // n_head) or hf["hidden_size"] % n_head:
-        reject(f"head_dim {head_dim} != hidden_size {hf['hidden_size']} / num_attention_heads {n_head}")
+    if head_dim not in (None, d_model // n_head) or d_model % n_head:
+        reject(f"head_dim {head_dim} != hidden_size {d_model} / num_attention_heads {n_head}")
 
 
 def config_from_hf(hf, where="config.json"):
-    """GPTConfig keyword arguments from a transformers LlamaConfig dict."""
+    """GPTConfig keyword arguments from a transformers LlamaConfig dict. Every field is checked
+    (a ValueError names it): sizes must be JSON ints >= 1, rope_theta / rms_norm_eps numbers > 0."""
     try:
-        _check_supported(hf, where)
-        return dict(vocab_size=int(hf["vocab_size"]), d_model=int(hf["hidden_size"]),
-                    n_layer=int(hf["num_hidden_layers"]), n_head=int(hf["num_attention_heads"]),
-                    n_kv_head=int(hf.get("num_key_value_heads") or hf["num_attention_heads"]),
-                    ffn_hidden=int(hf["intermediate_size"]),
-                    max_seq_len=int(hf.get("max_position_embeddings", 2048)),
-                    rope_base=_rope_theta(hf), norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-                    tie_embeddings=bool(hf.get("tie_word_embeddings", False)))
+        d_model, n_head = _count(hf, "hidden_size", where), _count(hf, "num_attention_heads", where)
+        _check_supported(hf, where, d_model, n_head)
+        theta = _positive(_rope_params(hf, where)["rope_parameters"], "rope_theta", where, 10000.0)
+        tie = hf.get("tie_word_embeddings")
+        return dict(vocab_size=_count(hf, "vocab_size", where), d_model=d_model,
+                    n_layer=_count(hf, "num_hidden_layers", where), n_head=n_head,
+                    n_kv_head=_count(hf, "num_key_value_heads", where, n_head),
+                    ffn_hidden=_count(hf, "intermediate_size", where),
+                    max_seq_len=_count(hf, "max_position_embeddings", where, 2048),
+                    rope_base=_positive(hf, "rope_theta", where, theta),
+                    norm_eps=_positive(hf, "rms_norm_eps", where, 1e-6),
+                    tie_embeddings=False if tie is None else check_bool(where, "tie_word_embeddings", tie))
     except KeyError as e:
         raise ValueError(f"{where}: missing field {e.args[0]!r}; not a Llama config") from None
+    except TypeError as e:  # a field of the wrong JSON type: bad file content, not a bad argument
+        raise ValueError(str(e)) from None
 
 
 def config_to_hf(cfg, dtype="float32", bos_token_id=None, eos_token_id=None):

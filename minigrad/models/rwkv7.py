@@ -17,7 +17,7 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad.autograd import no_grad
-from minigrad.kernels.validate import check_index
+from minigrad.kernels.validate import check_index, check_seed
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.models.sampling import check_new_tokens, check_sampling, sample
@@ -185,7 +185,7 @@ class RWKV7(Module):
         self.load_state_dict({k: np.asarray(v, dtype=self.dtype) for k, v in arrays.items()})
 
     from_pretrained = classmethod(load_rwkv7)  # RWKV7.from_pretrained(path): official .pth / .safetensors
-    save_pretrained = save_rwkv7  # model.save_pretrained(path): official names as safetensors (or .pth)
+    save_pretrained = save_rwkv7  # model.save_pretrained(path): safetensors, or torch for .pth/.pt/.bin
 
     # ---- forward -----------------------------------------------------------------------------
     def _check_idx(self, idx):
@@ -204,6 +204,9 @@ class RWKV7(Module):
         C, H, N = cfg.d_model, cfg.n_head, cfg.head_size
         want = ((B, C), (B, H, N, N), (B, C))
         for i, layer_state in enumerate(state):
+            if not isinstance(layer_state, (list, tuple)):
+                raise TypeError(f"RWKV7: state[{i}] must be an (att_shift, wkv, ffn_shift) tuple, "
+                                f"got {type(layer_state).__name__}")
             if len(layer_state) != 3:
                 raise ValueError(f"RWKV7: state[{i}] must be (att_shift, wkv, ffn_shift)")
             for name, s, shape in zip(("att_shift", "wkv", "ffn_shift"), layer_state, want):
@@ -255,7 +258,7 @@ class RWKV7(Module):
         max_new_tokens = check_new_tokens(max_new_tokens)
         check_sampling(temperature, top_k, top_p)
         tokens = self._check_idx(idx)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed("generate", seed))
         out = [tokens]
         with no_grad():
             logits, state = self._run(tokens, None)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minigrad.kernels.validate import check_int
+
 
 def _lora_rank(scale):
     return max(32, int(round(scale / 32)) * 32)
@@ -37,10 +39,8 @@ class RWKV7Config:
     ffn_hidden: int = None
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_layer", "head_size"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"RWKV7Config: {name} must be a positive int, got {value!r}")
+        for name in ("vocab_size", "d_model", "n_layer", "head_size"):   # TypeError for 2.5, True
+            setattr(self, name, check_int("RWKV7Config", name, getattr(self, name), 1))
         if self.d_model % self.head_size:
             raise ValueError(f"RWKV7Config: d_model ({self.d_model}) must be a multiple of "
                              f"head_size ({self.head_size})")
@@ -50,10 +50,7 @@ class RWKV7Config:
                     "ffn_hidden": 4 * C}
         for name, default in defaults.items():
             value = getattr(self, name)
-            if value is None:
-                setattr(self, name, default)
-            elif not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"RWKV7Config: {name} must be a positive int or None, got {value!r}")
+            setattr(self, name, default if value is None else check_int("RWKV7Config", name, value, 1))
 
     @property
     def n_head(self):

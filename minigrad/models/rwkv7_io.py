@@ -1,24 +1,28 @@
 """Official RWKV-7 ("x070") checkpoints <-> minigrad's RWKV7.
 
-`load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (needs torch; loaded with
-`weights_only=True`, on the CPU, memory-mapped) or `.safetensors` files with the same names
+`load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (also `.pt` / `.bin`; needs torch; loaded with
+`weights_only=True`, on the CPU, memory-mapped; an unreadable one is a CheckpointError) or
+`.safetensors` files with the same names
 (`emb.weight`, `blocks.0.ln0.weight`, `blocks.{i}.att.x_r`, ..., `head.weight`); BF16/F16 weights
 become float32 (or float64 with dtype=np.float64); integer or bool weights are rejected
 (TypeError). The config is inferred from the shapes.
 
-`save_rwkv7(model, path)` writes those names as safetensors (or `.pth` if the path says so and torch
-is installed, the only format BlinkDL's `rwkv` package reads). Layer 0's value-residual
+`save_rwkv7(model, path)` writes those names as safetensors, or as a PyTorch file when the path ends
+in `.pth` / `.pt` / `.bin` (needs torch; `.pth` is the only format BlinkDL's `rwkv` package reads):
+the same suffix rule as the reader, so what it writes reads back. Layer 0's value-residual
 parameters `blocks.0.att.v0/v1/v2`, present in official files but unused by every RWKV-7
 implementation, are written as zeros so the file has the official key set.
 """
 import io
 import os
+import pickle
 
 import numpy as np
 
-from minigrad.io import atomic_write_bytes, check_import_dtypes, save_safetensors
+from minigrad.io import CheckpointError, atomic_write_bytes, check_import_dtypes, save_safetensors
 
 _LAYER0_UNUSED = ("v0", "v1", "v2")
+TORCH_SUFFIXES = (".pth", ".pt", ".bin")   # read and written as PyTorch files; anything else is safetensors
 _STRIP_PREFIXES = ("_orig_mod.", "module.", "model.")
 
 
@@ -35,9 +39,14 @@ def _read_pth(path, dtype):
     except ImportError:
         raise ImportError(f"RWKV7.from_pretrained: reading {path} (a PyTorch .pth file) needs torch; "
                           f"install it, or convert the file to .safetensors elsewhere") from None
-    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as e:  # junk, truncated, legacy
+        raise CheckpointError(f"RWKV7.from_pretrained: {path} is not a readable PyTorch checkpoint; it is "
+                              f"truncated, corrupted or of another format (torch: {str(e)[:300]})") from None
     if not isinstance(state, dict):
-        raise ValueError(f"RWKV7.from_pretrained: {path} holds a {type(state).__name__}, not a state dict")
+        raise CheckpointError(f"RWKV7.from_pretrained: {path} holds a {type(state).__name__}, "
+                              "not a state dict")
     wide = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
     return {k: (v.detach().to(wide) if v.is_floating_point() else v.detach()).numpy()
             for k, v in state.items() if hasattr(v, "detach")}
@@ -51,10 +60,11 @@ def read_rwkv7_state(path, dtype=np.float32):
         raise FileNotFoundError(f"RWKV7.from_pretrained: no such file {path!r}")
     if path.endswith(".safetensors"):
         state = read_safetensors_file(path)
-    elif path.endswith((".pth", ".pt", ".bin")):
+    elif path.endswith(TORCH_SUFFIXES):
         state = _read_pth(path, dtype)
     else:
-        raise ValueError(f"RWKV7.from_pretrained: {path!r} must end in .pth or .safetensors")
+        raise ValueError(f"RWKV7.from_pretrained: {path!r} must end in .safetensors or one of "
+                         f"{', '.join(TORCH_SUFFIXES)} (a PyTorch file)")
     state = _strip_prefix(state)
     check_import_dtypes(state, dtype, f"RWKV7.from_pretrained: {path}")  # before any cast
     return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in state.items()}
@@ -78,9 +88,11 @@ def official_state(model):
 
 
 def save_rwkv7(model, path):
-    """Write the model as an official-format `.safetensors` (default) or `.pth` file; returns the path."""
+    """Write the model as an official-format file; returns the path. The suffix decides the format
+    as in `load_rwkv7`: .pth / .pt / .bin a PyTorch file (needs torch), anything else safetensors
+    (".safetensors" is appended unless the path ends in it), so the file written reads back."""
     state = official_state(model)
-    if path.endswith(".pth"):
+    if path.endswith(TORCH_SUFFIXES):
         import torch
 
         buf = io.BytesIO()

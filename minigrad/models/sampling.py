@@ -1,16 +1,18 @@
 """Next-token sampling shared by every model's `generate`."""
 import numpy as np
 
-from minigrad.kernels.validate import check_int
+from minigrad.kernels.validate import check_int, check_number
 
 
 def check_sampling(temperature, top_k, top_p):
-    """Raise ValueError for sampling settings that would sample noise or nothing."""
-    if not np.isfinite(temperature) or temperature < 0:   # nan passes `< 0` and samples noise
+    """Raise TypeError naming the argument for a non-number (None, "1"), ValueError for settings
+    that would sample noise or nothing."""
+    t = check_number("generate", "temperature", temperature)
+    if not np.isfinite(t) or t < 0:   # nan passes `< 0` and samples noise
         raise ValueError(f"generate: temperature must be finite and >= 0, got {temperature}")
     if top_k is not None:
         check_int("generate", "top_k", top_k, 1)
-    if top_p is not None and not 0.0 < float(top_p) <= 1.0:
+    if top_p is not None and not 0.0 < check_number("generate", "top_p", top_p) <= 1.0:
         raise ValueError(f"generate: top_p must be in (0, 1] or None, got {top_p}")
 
 
