@@ -162,3 +162,26 @@ def test_a_corpus_that_is_not_utf8_warns_instead_of_silently_replacing(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_corpus(str(path))[0] == "café olé"
+
+
+def test_lone_surrogates_ids_out_of_range_and_2d_streams_are_named():
+    # audit: a lone surrogate raised UnicodeEncodeError (byte) or a TypeError from the tokenizers
+    # library (BPE); compact_ids wrapped -1 and 300 into uint8 silently; BatchSampler took 2-D data
+    with pytest.raises(ValueError, match="lone surrogate '\\\\ud800' at index 1"):
+        ByteTokenizer().encode("a\ud800b")
+    char = CharTokenizer.from_text("a\ud800b")         # characters, not UTF-8: still round-trips
+    assert char.decode(char.encode("a\ud800b")) == "a\ud800b"
+    for ids, vocab in (([-1, 3], 256), ([0, 300], 256), ([70000], 65536)):
+        with pytest.raises(ValueError, match="compact_ids: token id -?\\d+ is outside"):
+            compact_ids(ids, vocab)
+    assert compact_ids([0, 255], 256).dtype == np.uint8
+    for make in (lambda d: BatchSampler(d, 2, 5), lambda d: eval_batches(d, 2, 5, 1)):
+        with pytest.raises(ValueError, match="expected a 1-D token stream"):
+            make(np.zeros((2, 50), np.int64))
+
+
+def test_bpe_lone_surrogate_is_named():
+    pytest.importorskip("tokenizers")
+    tok = BPETokenizer.train(TEXT * 20, vocab_size=300)
+    with pytest.raises(ValueError, match="BPETokenizer.encode: text has a lone surrogate"):
+        tok.encode("a\ud800")

@@ -432,3 +432,31 @@ def test_kernel_accepts_numpy_scalars_like_python_ones():
         np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError, match="step must be an integer"):
         adamw_step(*a, **HYPER, step=True)
+
+
+def test_amsgrad_switched_on_mid_training_takes_effect():
+    # audit: turning amsgrad on after the first step was silently ignored (no max_exp_avg_sq state)
+    p, ref = _param([0.0, 0.0]), _param([0.0, 0.0])
+    opt, plain = optim.AdamW([p], lr=0.1), optim.AdamW([ref], lr=0.1)
+    for o, q in ((opt, p), (plain, ref)):
+        _step(o, q, [0.1, 0.1])
+    opt.param_groups[0]["amsgrad"] = True
+    m, v, vmax = (opt.state[p][k].copy() for k in ("exp_avg", "exp_avg_sq", "exp_avg_sq"))
+    vmax[:] = 0.0
+    expect = p.data.copy()
+    for g in (10.0, 0.1):
+        grad = np.full(2, g)
+        adamw_step_numpy(expect, grad, m, v, 0.1, 0.9, 0.999, 1e-8, 1e-2, opt.state[p]["step"] + 1,
+                         max_exp_avg_sq=vmax)
+        _step(opt, p, grad)
+        _step(plain, ref, grad)
+    assert "max_exp_avg_sq" in opt.state[p]
+    np.testing.assert_allclose(p.data, expect, rtol=1e-12)
+    assert not np.allclose(p.data, ref.data)
+
+
+def test_adamw_betas_must_be_a_pair_and_sgd_lr_defaults_as_torch():
+    # audit: betas=(0.9,) was accepted and failed at step(); SGD required lr (torch 2.x: 1e-3)
+    with pytest.raises(ValueError, match="betas must be a pair"):
+        optim.AdamW([_param([0.0])], betas=(0.9,))
+    assert optim.SGD([_param([0.0])]).param_groups[0]["lr"] == 1e-3

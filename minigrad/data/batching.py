@@ -20,7 +20,12 @@ def train_val_split(ids, val_fraction=0.1):
 
 
 def compact_ids(ids, vocab_size):
-    """The token stream in the smallest unsigned dtype that holds the vocabulary (saves memory)."""
+    """The token stream in the smallest unsigned dtype that holds the vocabulary (saves memory);
+    ValueError for an id outside [0, vocab_size), which the cast would wrap silently."""
+    ids = np.asarray(ids)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)].reshape(-1)[0]
+        raise ValueError(f"compact_ids: token id {int(bad)} is outside [0, {vocab_size})")
     dtype = np.uint8 if vocab_size <= 256 else np.uint16 if vocab_size <= 65536 else np.int64
     return np.ascontiguousarray(ids, dtype=dtype)
 
@@ -32,6 +37,8 @@ def _windows(data, starts, seq_len):
 
 
 def _check_fits(data, seq_len, who):
+    if np.ndim(data) != 1:
+        raise ValueError(f"{who}: expected a 1-D token stream, got shape {np.shape(data)}")
     if len(data) < seq_len + 1:
         raise ValueError(f"{who}: the token stream has {len(data)} tokens, fewer than "
                          f"seq_len + 1 = {seq_len + 1}; use a shorter --seq-len or a larger corpus")

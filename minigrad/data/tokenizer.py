@@ -23,6 +23,16 @@ def _check_text(text, who):
     return text
 
 
+def _utf8(text, who):
+    """`text` as UTF-8 bytes; ValueError naming the first lone surrogate (not Unicode text, so
+    UTF-8 has no bytes for it) instead of Python's UnicodeEncodeError."""
+    try:
+        return _check_text(text, who).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{who}.encode: text has a lone surrogate {text[e.start]!r} at index {e.start}, "
+                         "which UTF-8 cannot encode") from None
+
+
 def _check_range(ids, vocab_size, who):
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         bad = ids[(ids < 0) | (ids >= vocab_size)][0]
@@ -35,7 +45,7 @@ class ByteTokenizer:
     vocab_size = 256
 
     def encode(self, text):
-        raw = _check_text(text, "ByteTokenizer").encode("utf-8")
+        raw = _utf8(text, "ByteTokenizer")
         return np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids):
@@ -130,7 +140,8 @@ class BPETokenizer:
         return cls(_require_tokenizers().Tokenizer.from_str(s))
 
     def encode(self, text):
-        return np.asarray(self._tok.encode(_check_text(text, "BPETokenizer")).ids, dtype=np.int64)
+        _utf8(text, "BPETokenizer")     # the tokenizers library rejects lone surrogates obscurely
+        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
 
     def decode(self, ids):
         ids = _as_id_list(ids)

@@ -25,7 +25,10 @@ class AdamW(Optimizer):
 
     def _check_group(self, group):
         super()._check_group(group)
-        for i, beta in enumerate(group["betas"]):
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"AdamW: betas must be a pair (beta1, beta2), got {betas!r}")
+        for i, beta in enumerate(betas):
             if not 0.0 <= check_finite_scalar("AdamW", f"betas[{i}]", beta) < 1.0:
                 raise ValueError(f"AdamW: betas[{i}] must be in [0, 1), got {beta}")
 
@@ -34,8 +37,8 @@ class AdamW(Optimizer):
             state["step"] = 0
             state["exp_avg"] = np.zeros_like(param.data)
             state["exp_avg_sq"] = np.zeros_like(param.data)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = np.zeros_like(param.data)
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:   # also when switched on mid-training
+            state["max_exp_avg_sq"] = np.zeros_like(param.data)
         state["step"] = int(state["step"]) + 1
         beta1, beta2 = group["betas"]
         adamw_step(param.data, grad, state["exp_avg"], state["exp_avg_sq"], float(group["lr"]), float(beta1),
