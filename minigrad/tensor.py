@@ -4,6 +4,7 @@ Float tensors are float32 by default or float64 on request; an op never mixes th
 Integer and bool tensors (token ids, masks) never require grad. The arithmetic, reduction, shape and
 indexing methods are attached by `minigrad.ops.tensor_methods`; this file is the core.
 """
+import operator
 import weakref
 
 import numpy as np
@@ -28,6 +29,8 @@ def _as_array(data, dtype):
         arr = data if dtype is None else data.astype(dtype, copy=False)
     else:
         arr = np.asarray(data, dtype=dtype)
+        if dtype is None and _has_big_number(arr):
+            arr = _checked_python_ints(data, arr)
         if dtype is None and arr.dtype.kind == "f":
             arr = arr.astype(float32)
     if arr.dtype.kind == "f" and arr.dtype not in _FLOATS:
@@ -37,6 +40,35 @@ def _as_array(data, dtype):
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")
     return arr
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _has_big_number(arr):
+    """Whether numpy may have turned Python ints outside int64 into uint64, float64 or objects."""
+    return arr.dtype.kind in "uO" or (arr.dtype.kind == "f" and arr.size > 0
+                                      and bool(np.max(np.abs(arr)) >= 2.0 ** 63))
+
+
+def _checked_python_ints(data, arr):
+    """Like PyTorch, Python ints (without floats beside them) are int64 and may not overflow it;
+    with a float among them the result is float."""
+    items = list(_scalars(data))
+    if any(isinstance(v, (float, np.floating)) for v in items):
+        return arr if arr.dtype.kind == "f" else np.asarray(data, dtype=np.float64)
+    for v in items:
+        if type(v) is int and not _INT64.min <= v <= _INT64.max:
+            raise OverflowError(f"tensor: {v} does not fit in int64")
+    return arr
+
+
+def _scalars(data):
+    if isinstance(data, (list, tuple)):
+        for item in data:
+            yield from _scalars(item)
+    else:
+        yield data
 
 
 class _Version:
@@ -252,9 +284,13 @@ class Tensor:
 
 # ---- constructors -----------------------------------------------------------------------------
 def _shape(shape):
+    """zeros(2, 3) and zeros((2, 3)) both mean (2, 3); sizes must be integers (2.5 raises)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"size must be a tuple of ints, got {tuple(shape)}") from None
 
 
 def tensor(data, dtype=None, requires_grad=False):

@@ -157,13 +157,30 @@ def test_second_backward_raises_and_retain_graph_allows_it():
         y.backward()
 
 
+def test_second_backward_through_ops_that_saved_nothing_works():
+    # as in PyTorch, only a node whose saved values were freed cannot be run again
+    x = mg.ones(4, requires_grad=True)
+    a, b = x.chunk(2)
+    a.sum().backward()
+    b.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0, 1.0]
+    y = (x + 1).reshape(2, 2).sum()
+    y.backward()
+    y.backward()
+    assert x.grad.tolist() == [3.0, 3.0, 3.0, 3.0]
+    for z in ((x * x).sum(), x[[0, 1]].sum()):          # saved x / the index array: freed
+        z.backward()
+        with pytest.raises(RuntimeError, match="second time"):
+            z.backward()
+
+
 def test_saved_tensors_are_freed_after_backward():
     x = f64(1000)
     y = Mul.apply(x, x)
     node = y._node
     ref = weakref.ref(node.ctx)
     Total.apply(y).backward()
-    assert node.ctx._freed and node.inputs is None
+    assert node.ctx._freed and node.ctx._saved is None
     del y, node
     gc.collect()
     assert ref() is None or ref()._freed
@@ -274,3 +291,18 @@ def test_constructors_and_repr():
     assert t.dtype == np.float64
     assert "requires_grad=True" in repr(mg.ones(2, requires_grad=True))
     assert mg.tensor(2.5).item() == 2.5
+
+
+def test_constructors_reject_what_pytorch_rejects():
+    for data in (2 ** 63, [2 ** 63, 1], [[1], [-2 ** 63 - 1]], 2 ** 64):
+        with pytest.raises(OverflowError, match="does not fit in int64"):
+            mg.tensor(data)                    # numpy would make uint64, float64 or object
+    assert mg.tensor([-2 ** 63, 2 ** 63 - 1]).dtype == mg.int64
+    assert mg.tensor([2 ** 63, 1.5]).dtype == mg.float32          # a float among them: float
+    assert mg.tensor([1.5, 2 ** 70]).tolist() == [1.5, float(2 ** 70)]
+    for make in (mg.zeros, mg.ones, mg.randn, mg.rand):
+        with pytest.raises(TypeError, match="size must be a tuple of ints"):
+            make(2.5)
+        with pytest.raises(TypeError, match="size must be a tuple of ints"):
+            make((2, 1.0))
+    assert mg.zeros(np.int64(2), 3).shape == (2, 3)

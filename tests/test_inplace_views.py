@@ -228,3 +228,35 @@ def test_cross_entropy_backward_uses_forward_targets():
     expected = np.full((3, 4), 0.25)
     expected[[0, 1, 2], [0, 1, 1]] -= 1
     np.testing.assert_allclose(logits.grad.data, expected, rtol=1e-6)
+
+
+# ---- outputs that are views of a saved array, and where's mask ----------------------------------
+@pytest.mark.parametrize("op", [lambda t: t.std(1), lambda t: t.logsumexp(1), lambda t: t.amax(1),
+                                lambda t: t.amin(1), lambda t: t.max(), lambda t: t.min()],
+                         ids=["std", "logsumexp", "amax", "amin", "max", "min"])
+def test_inplace_on_reduction_output_that_backward_saved_raises(op):
+    # the forward saves the keepdim result and returns a reshape of it: the same memory
+    x = mg.tensor([[1.0, 2.0, 4.0], [3.0, 5.0, 9.0]], requires_grad=True)
+    s = op(x * 1)
+    s += 1
+    with pytest.raises(RuntimeError, match=SAVED):
+        s.sum().backward()
+
+
+@pytest.mark.parametrize("masked_fill", [False, True])
+def test_where_mask_changed_in_place_after_forward_raises(masked_fill):
+    x = mg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    m = x > 0
+    y = (x * 2).masked_fill(m, 0.0) if masked_fill else mg.where(m, x * 2, 0.0)
+    m[0] = False
+    with pytest.raises(RuntimeError, match=SAVED):
+        y.sum().backward()
+
+
+def test_where_numpy_mask_is_copied_at_forward():
+    x = mg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    m = np.array([True, False, True])
+    y = mg.where(m, x * 2, 0.0)
+    m[0] = False                                  # a numpy-level write: the op kept its own copy
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.data, [2, 0, 2])

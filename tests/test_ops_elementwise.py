@@ -257,3 +257,35 @@ def test_broadcast_errors_name_op_and_shapes():
         a.gelu(approximate="fast")
     with pytest.raises(ValueError, match="clamp"):
         a.clamp()
+
+
+def test_int_and_bool_inputs_become_the_default_float32():
+    # as in PyTorch: a result that turns floating from non-float inputs takes the default dtype
+    i, b = mg.arange(4), mg.tensor([True, False])
+    for y in (i / 4, i / i.clamp(min=1), i + 1.5, b * 1.5, i.exp(), i.sqrt(), i ** 0.5,
+              i.clamp(min=1.5), mg.where(b, 1.0, 0.0), mg.where(b, mg.arange(2), 0.5), i.sigmoid()):
+        assert y.dtype == mg.float32
+    w = mg.ones(4, requires_grad=True)
+    ((i / 4) * w).sum().backward()                   # mixes with a float32 parameter
+    assert w.grad.tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert mg.where(b, 1, 0).dtype == mg.int64 and (i + 1).dtype == mg.int64
+    d = mg.ones(4, dtype=mg.float64)
+    assert (i + d).dtype == mg.float64 and (d * 1.5).dtype == mg.float64   # float64 asked for stays
+
+
+def test_errors_that_are_not_broadcast_errors_keep_their_message():
+    with pytest.raises(ValueError, match="pow: Integers to negative integer powers are not allowed"):
+        mg.tensor([1, 2]) ** -1
+
+
+def test_nan_passes_the_gradient_of_relu_maximum_minimum():
+    # PyTorch: relu's gradient is 0 only where y <= 0; an operand of maximum / minimum loses only
+    # where it compares smaller / larger, so at a NaN both operands get the gradient
+    x = mg.tensor([float("nan"), 1.0, -1.0], requires_grad=True)
+    x.relu().sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 0.0]
+    for fn in (mg.maximum, mg.minimum):
+        a = mg.tensor([float("nan"), 0.0], requires_grad=True)
+        b = mg.tensor([0.0, float("nan")], requires_grad=True)
+        fn(a, b).sum().backward()
+        assert a.grad.tolist() == [1.0, 1.0] and b.grad.tolist() == [1.0, 1.0], fn.__name__

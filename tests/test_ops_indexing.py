@@ -226,3 +226,63 @@ def test_embedding_errors():
         mg.embedding(np.array([0.0]), w)
     with pytest.raises(ValueError, match=r"embedding: weight must be .* \(5,\)"):
         mg.embedding(np.array([0]), mg.ones(5))
+
+
+# PyTorch applies an int first (a select) and the arrays to what is left; numpy counts an int beside
+# an array as an array, which moves the result's dims: x[1, :, [0, 3]] is (3, 2), not numpy's (2, 3)
+INT_BESIDE_ARRAY = [     # (name, shape, index, pre, rest): PyTorch's x[index] is numpy's x[pre][rest]
+    ("int_slice_array", (2, 3, 4), (1, slice(None), [0, 3]), 1, (slice(None), [0, 3])),
+    ("arrays_around_int", (2, 3, 4, 5), (slice(None), [0, 1], 1, [0, 3]), (slice(None), slice(None), 1),
+     (slice(None), [0, 1], [0, 3])),
+    ("int_ellipsis_array", (2, 3, 4), (-1, Ellipsis, [[0], [3]]), -1, (Ellipsis, [[0], [3]])),
+    ("0d_tensor_is_an_int", (2, 3, 4), "0d", 1, (slice(None), [0, 3])),
+    ("int_none_mask", (2, 3, 4), (0, None, slice(None), MASK), 0, (None, slice(None), MASK)),
+]
+
+
+@pytest.mark.parametrize("name,shape,index,pre,rest", INT_BESIDE_ARRAY, ids=[c[0] for c in INT_BESIDE_ARRAY])
+def test_int_beside_array_index_follows_pytorch(name, shape, index, pre, rest):
+    if index == "0d":
+        index = (mg.tensor(1), slice(None), mg.tensor([0, 3]))
+    x = randn(*shape, seed=8)
+    y = check_op("indexing", lambda t: t[index], x, ref=lambda a: a[pre][rest])
+    v = randn(*y.shape, seed=9)
+    expected = x.copy()
+    expected[pre][rest] = v                      # a[pre] is a view
+    check_op("indexing", lambda t, w: _set(t * 1.0, index, w), x, v, ref=lambda a, b: expected)
+    torch = pytest.importorskip("torch")
+    t_index = tuple(torch.tensor(i.data) if isinstance(i, mg.Tensor) else torch.tensor(i)
+                    if isinstance(i, (list, np.ndarray)) else i for i in index)
+    assert y.shape == tuple(torch.tensor(x)[t_index].shape)
+
+
+def _set(t, index, value):
+    t[index] = value
+    return t
+
+
+def test_setitem_value_with_extra_leading_size1_dims():
+    x = mg.zeros(2, 3, requires_grad=True)
+    w = mg.tensor([[1.0, 2.0, 3.0]], requires_grad=True)      # (1, 3) into a (3,) row, as torch allows
+    y = x * 1
+    y[0] = w
+    (y * mg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])).sum().backward()
+    assert w.grad.shape == (1, 3) and w.grad.tolist() == [[1.0, 2.0, 3.0]]
+    assert x.grad.tolist() == [[0.0, 0.0, 0.0], [4.0, 5.0, 6.0]]
+    check_op("indexing", lambda t, v: _set(t * 1.0, (0, slice(1, None)), v), randn(2, 3),
+             randn(1, 1, 2, seed=1))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32])
+def test_small_integer_index_arrays_backward(dtype):
+    # the backward wraps negative ids by adding the dim's size, which overflowed a small index dtype
+    n = 40_000
+    x = mg.zeros(n, 2, requires_grad=True)
+    idx = np.array([1, 5, 5, -1] if np.dtype(dtype).kind == "i" else [1, 5, 5, 255], dtype=dtype)
+    x[idx].sum().backward()
+    expected = np.zeros((n, 2))
+    np.add.at(expected, idx.astype(np.int64), 1.0)
+    np.testing.assert_array_equal(x.grad.data, expected)
+    y = x.detach() * 1
+    y[mg.tensor(idx), 1] = 7.0
+    assert (y.data[idx.astype(np.int64), 1] == 7).all()

@@ -75,3 +75,23 @@ def test_matmul_against_torch():
         np.testing.assert_allclose(out.data, to.detach().numpy(), rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(y.grad.data, ty.grad.numpy(), rtol=1e-12, atol=1e-13)
+
+
+EMPTY_CASES = [((4, 2, 0), (0, 3)), ((2, 3), (3, 0)), ((2, 0), (0, 3)), ((0,), (0,)), ((0, 3), (3, 2)),
+               ((2, 1, 4, 0), (3, 0, 2)), ((0, 2, 3), (3,)), ((0,), (0, 2))]
+
+
+@pytest.mark.parametrize("sa,sb", EMPTY_CASES)
+def test_matmul_with_size_0_dims(sa, sb):
+    # a size-0 inner dim gives zeros, a size-0 outer or batch dim an empty result (as in torch)
+    a, b = leaf(randn(*sa)), leaf(randn(*sb, seed=1))
+    y = a @ b
+    assert y.shape == np.matmul(a.data, b.data).shape and not y.data.any()
+    g = randn(*y.shape, seed=2)
+    y.backward(g)
+    assert a.grad.shape == sa and b.grad.shape == sb
+    torch = pytest.importorskip("torch")
+    ta, tb = (torch.tensor(t.data, requires_grad=True) for t in (a, b))
+    (ta @ tb).backward(torch.tensor(g))
+    np.testing.assert_allclose(a.grad.data, ta.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.data, tb.grad.numpy(), rtol=1e-12)

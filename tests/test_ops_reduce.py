@@ -174,7 +174,7 @@ def test_reduction_dim_errors_name_op_and_shape():
         x.mean((1, -1))
     with pytest.raises(IndexError, match="softmax: dim -3"):
         x.softmax(-3)
-    with pytest.raises(ValueError, match=r"max: cannot reduce an empty tensor of shape \(0,\)"):
+    with pytest.raises(ValueError, match=r"max: cannot reduce dim 0 of size 0 \(shape \(0,\)\)"):
         mg.zeros(0).max()
 
 
@@ -202,3 +202,37 @@ def test_against_torch():
         ty.backward(torch.tensor(g))
         np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-12, err_msg=name)
         np.testing.assert_allclose(a.grad.data, b.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_max_min_gradient_goes_to_the_nan():
+    # the NaN is the selected element (PyTorch's max() / min()): gradient 1 there, 0 elsewhere,
+    # not NaN everywhere; several NaNs share it evenly
+    for op in ("max", "min", "amax", "amin"):
+        x = mg.tensor([1.0, float("nan"), 3.0], requires_grad=True)
+        getattr(x, op)().backward()
+        assert x.grad.tolist() == [0.0, 1.0, 0.0], op
+    x = mg.tensor([[1.0, float("nan"), float("nan")], [1.0, 5.0, 2.0]], requires_grad=True)
+    x.amax(1).sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.5, 0.5], [0.0, 1.0, 0.0]]
+
+
+def test_empty_dim_sequence_reduces_every_dim():
+    x = mg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert x.sum(dim=()).shape == () and x.sum(dim=()).item() == 10.0
+    assert x.mean(dim=[]).item() == 2.5
+    assert x.amax(()).item() == 4.0 and x.amin([]).item() == 1.0
+    assert x.sum((), keepdim=True).shape == (1, 1)
+
+
+def test_reductions_over_empty_tensors():
+    x = mg.zeros(0, 3, requires_grad=True)
+    assert x.amax(1).shape == (0,) and x.amin(1, keepdim=True).shape == (0, 1)
+    for op in ("softmax", "log_softmax"):
+        for dim in (0, 1):
+            y = getattr(x, op)(dim)
+            assert y.shape == (0, 3)
+            y.sum().backward()
+    assert x.grad.shape == (0, 3)
+    assert x.logsumexp(0).tolist() == [float("-inf")] * 3
+    with pytest.raises(ValueError, match=r"max: cannot reduce dim 0 of size 0 \(shape \(0, 3\)\)"):
+        mg.amax(x, 0)

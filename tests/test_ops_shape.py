@@ -118,3 +118,13 @@ def test_shape_errors_name_op_and_shapes():
     for fn, exc, msg in cases:
         with pytest.raises(exc, match=msg):
             fn()
+
+
+def test_cat_of_one_tensor_is_a_new_tensor():
+    x = mg.tensor([1.0, 2.0])
+    y = mg.cat([x])
+    y += 10
+    assert y is not x and x.tolist() == [1.0, 2.0] and y.tolist() == [11.0, 12.0]
+    w = mg.ones(2, requires_grad=True)
+    (mg.cat([w]) * mg.tensor([2.0, 3.0])).sum().backward()
+    assert w.grad.tolist() == [2.0, 3.0]

@@ -29,6 +29,25 @@ _STALE_VIEW_MSG = ("{op}: an input of shape {shape} is a view (reshape, slice, s
                    "view's autograd history. Take the view again after the in-place op.")
 
 _sequence = itertools.count()
+_DEFAULT_FLOAT = np.dtype(np.float32)       # what non-float inputs become (tensor.float32)
+
+# what the ctx of an op that saved no arrays keeps once backward freed it: shapes, dims, flags,
+# dtypes, slices (small metadata such ops need for a second backward, as PyTorch keeps sizes)
+_METADATA = (bool, int, float, str, slice, type(None), type(Ellipsis), np.dtype, np.generic)
+
+
+def _is_metadata(value):
+    if type(value) is tuple:
+        return all(_is_metadata(v) for v in value)
+    return isinstance(value, _METADATA)
+
+
+def _root(arr):
+    """The array that owns `arr`'s memory (arr itself when it is not a view)."""
+    base = arr.base
+    while isinstance(base, np.ndarray):
+        arr, base = base, base.base
+    return arr
 
 
 class Context:
@@ -46,7 +65,7 @@ class Context:
 
     @property
     def saved_tensors(self):
-        if self._freed:
+        if self._saved is None:
             raise RuntimeError(_FREED_MSG)
         for counter, version, shape, op_name in self._saved_versions:
             if counter.value != version:
@@ -58,8 +77,25 @@ class Context:
         return self._saved
 
     def _free(self):
+        """Drop the saved arrays and the other attributes; an op that saved no arrays keeps its
+        metadata, so a second backward through it works (add, sum, reshape, split ...). Reading
+        anything dropped raises the "second time" error."""
+        if self._saved is None or any(s is not None for s in self._saved):
+            self.__dict__.clear()      # its backward needs the saved arrays: nothing else matters
+            self._saved = None
+            self._freed = True
+            return
+        kept = {k: v for k, v in self.__dict__.items() if not k.startswith("_") and _is_metadata(v)}
         self.__dict__.clear()
+        self.__dict__.update(kept)
+        self._saved = ()
+        self._saved_versions = ()
         self._freed = True
+
+    def __getattr__(self, name):            # only reached for attributes that are not there
+        if self.__dict__.get("_freed"):
+            raise RuntimeError(_FREED_MSG)
+        raise AttributeError(f"'Context' object has no attribute {name!r}")
 
 
 class Node:
@@ -96,9 +132,10 @@ class Node:
         return self.fn.__name__
 
     def free(self):
+        """Free what backward saved; the links to the inputs stay (as in PyTorch), so a second
+        backward through ops that saved nothing works."""
         if self.ctx is not None:
             self.ctx._free()
-        self.inputs = None
 
 
 def _as_output(arr, dtype):
@@ -114,7 +151,9 @@ def _as_output(arr, dtype):
 class Function:
     """Base class of every op. Subclasses define static `forward(ctx, ...)` and `backward(ctx, ...)`.
 
-    Float outputs are cast to the inputs' float dtype unless the class sets `changes_dtype = True`.
+    Float outputs are cast to the inputs' float dtype (float32, the default dtype, when no Tensor
+    input is float: `int_tensor / 2`, `int_tensor.exp()`, as in PyTorch) unless the class sets
+    `changes_dtype = True`.
     """
 
     changes_dtype = False
@@ -148,7 +187,7 @@ class Function:
         result = cls.forward(ctx, *raw, **kwargs)
         is_tuple = isinstance(result, tuple)
         arrays = result if is_tuple else (result,)
-        out_dtype = None if cls.changes_dtype else dtype
+        out_dtype = None if cls.changes_dtype else (_DEFAULT_FLOAT if dtype is None else dtype)
         outputs = tuple(Tensor._from_op(_as_output(r, out_dtype)) for r in arrays)
         for out in outputs:
             if out.data.base is not None:        # cheap pre-test: a fresh array has no base
@@ -186,14 +225,31 @@ def _alias_input(out, args, tensor_cls):
 
 
 def _record_versions(ctx, args, outputs, op_name):
-    """Remember the version counter and current version of every input/output tensor whose array was
-    saved for backward (the counter, not the tensor: an alias may write to it after the tensor dies)."""
+    """Remember the version counter and current version of every input/output tensor whose memory a
+    saved array shares: the tensor's own array, or a view of it or into it (a reduction saves its
+    keepdim result and returns a reshape of it). The counter, not the tensor: an alias may write to
+    it after the tensor dies."""
     from minigrad.tensor import Tensor
 
-    saved_ids = {id(s) for s in ctx._saved if s is not None}
+    saved = [s for s in ctx._saved if isinstance(s, np.ndarray)]
+    saved_ids = {id(s) for s in saved}
+    tensors = [t for t in itertools.chain(args, outputs) if isinstance(t, Tensor)]
+    hit = [id(t.data) in saved_ids for t in tensors]
+    # a saved array that is no input's or output's own array (a reduction's keepdim result, whose
+    # reshape it returns) may still share one's memory: the exact test, only within one root array
+    own = {id(t.data) for t in tensors}
+    others = [s for s in saved if id(s) not in own]
+    if others:
+        roots = {}
+        for s in others:
+            roots.setdefault(id(_root(s)), []).append(s)
+        for i, t in enumerate(tensors):
+            same_root = roots.get(id(_root(t.data)))
+            if not hit[i] and same_root:
+                hit[i] = any(np.may_share_memory(s, t.data) for s in same_root)
     versions = []
-    for t in itertools.chain(args, outputs):
-        if isinstance(t, Tensor) and id(t.data) in saved_ids:
+    for t, h in zip(tensors, hit):
+        if h:
             counter = t._counter()
             versions.append((counter, counter.value, t.shape, op_name))
     ctx._saved_versions = tuple(versions)

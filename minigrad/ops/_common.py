@@ -67,6 +67,21 @@ def broadcast_error(op, symbol, *shapes):
     return ValueError(f"{op}: {body}: shapes cannot be broadcast together")
 
 
+def run_broadcasting(op, symbol, fn, *args):
+    """fn(*args) for a broadcasting numpy function; its ValueError is reported as a broadcast error
+    naming the shapes only when the shapes really do not broadcast (else numpy's own message, e.g.
+    "Integers to negative integer powers are not allowed")."""
+    try:
+        return fn(*args)
+    except ValueError as err:
+        shapes = [np.shape(a) for a in args]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise broadcast_error(op, symbol, *shapes) from None
+        raise ValueError(f"{op}: {err}") from None
+
+
 def normalize_dim(op, dim, ndim, shape, extra=0):
     """One dim in [-ndim-extra, ndim+extra) -> non-negative int; 0-d tensors accept 0 and -1."""
     dim = operator.index(dim)
@@ -78,11 +93,12 @@ def normalize_dim(op, dim, ndim, shape, extra=0):
 
 
 def normalize_dims(op, dims, ndim, shape):
-    """None | int | sequence of ints -> sorted tuple of distinct non-negative dims."""
-    if dims is None:
-        return tuple(range(ndim))
+    """None | int | sequence of ints -> sorted tuple of distinct non-negative dims; None and an empty
+    sequence mean every dim (as in PyTorch)."""
     if isinstance(dims, (int, np.integer)):
         dims = (dims,)
+    if dims is None or len(dims) == 0:
+        return tuple(range(ndim))
     out = tuple(sorted(normalize_dim(op, d, ndim, shape) for d in dims))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: dim {tuple(dims)} repeats a dimension")

@@ -5,21 +5,15 @@ broadcast shape; the engine sums them back to each input's shape.
 
     add: (g, g)    sub: (g, -g)    mul: (g b, g a)    div: (g / b, -g a / b^2)
     pow: (g b a^(b-1), g y log a)  (0 where b == 0, resp. where a == 0 and b >= 0, like PyTorch)
-    maximum / minimum: g to the larger / smaller operand, split evenly (g/2 each) on ties
+    maximum / minimum: g to the larger / smaller operand, split evenly (g/2 each) on ties; an
+        operand loses only where it compares smaller / larger, so at a NaN both get g (PyTorch)
     where: (g [cond], g [not cond])
 """
 import numpy as np
 
 from minigrad.autograd.function import Function
-from minigrad.ops._common import array_of, broadcast_error, operand, wrap
+from minigrad.ops._common import array_of, operand, run_broadcasting
 from minigrad.tensor import Tensor
-
-
-def _run(op, symbol, ufunc, a, b):
-    try:
-        return ufunc(a, b)
-    except ValueError:
-        raise broadcast_error(op, symbol, np.shape(a), np.shape(b)) from None
 
 
 class Add(Function):
@@ -27,7 +21,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        return _run("add", "+", np.add, a, b)
+        return run_broadcasting("add", "+", np.add, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -40,7 +34,7 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        return _run("sub", "-", np.subtract, a, b)
+        return run_broadcasting("sub", "-", np.subtract, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -55,7 +49,7 @@ class Mul(Function):
     def forward(ctx, a, b):
         need_a, need_b = ctx.needs_input_grad
         ctx.save_for_backward(a if need_b else None, b if need_a else None)
-        return _run("mul", "*", np.multiply, a, b)
+        return run_broadcasting("mul", "*", np.multiply, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -69,7 +63,7 @@ class Div(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        y = _run("div", "/", np.true_divide, a, b)
+        y = run_broadcasting("div", "/", np.true_divide, a, b)
         ctx.save_for_backward(b, y if ctx.needs_input_grad[1] else None)
         return y
 
@@ -85,7 +79,7 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        y = _run("pow", "**", np.power, a, b)
+        y = run_broadcasting("pow", "**", np.power, a, b)
         ctx.save_for_backward(a, b, y if ctx.needs_input_grad[1] else None)
         return y
 
@@ -105,45 +99,42 @@ class Pow(Function):
 
 
 class _Extremum(Function):
-    """y = maximum(a, b) (or minimum); g goes to the winning operand, half to each on a tie."""
+    """y = maximum(a, b) (or minimum); g goes to each operand that does not lose, half on a tie."""
 
     ufunc = None
-    wins = None
+    loses = None
 
     @classmethod
     def forward(cls, ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _run(cls.__name__.lower(), ",", cls.ufunc, a, b)
+        return run_broadcasting(cls.__name__.lower(), ",", cls.ufunc, a, b)
 
     @classmethod
     def backward(cls, ctx, g):
         a, b = ctx.saved_tensors
-        half = g * 0.5
-        tie = half * (a == b)
-        ga = g * cls.wins(a, b) + tie if ctx.needs_input_grad[0] else None
-        gb = g * cls.wins(b, a) + tie if ctx.needs_input_grad[1] else None
+        share = np.where(a == b, g * 0.5, g)
+        ga = np.where(cls.loses(a, b), 0, share) if ctx.needs_input_grad[0] else None
+        gb = np.where(cls.loses(b, a), 0, share) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
 class Maximum(_Extremum):
     ufunc = staticmethod(np.maximum)
-    wins = staticmethod(np.greater)
+    loses = staticmethod(np.less)
 
 
 class Minimum(_Extremum):
     ufunc = staticmethod(np.minimum)
-    wins = staticmethod(np.less)
+    loses = staticmethod(np.greater)
 
 
 class Where(Function):
-    """y = cond ? a : b (cond a bool array, not differentiated)."""
+    """y = cond ? a : b (cond a bool Tensor, not differentiated: saved, so changing it in place
+    before backward raises as for any saved tensor)."""
 
     @staticmethod
     def forward(ctx, cond, a, b):
-        try:
-            y = np.where(cond, a, b)
-        except ValueError:
-            raise broadcast_error("where", ",", np.shape(cond), np.shape(a), np.shape(b)) from None
+        y = run_broadcasting("where", ",", np.where, cond, a, b)
         ctx.save_for_backward(cond)
         return y
 
@@ -192,10 +183,7 @@ def minimum(a, b):
 
 def where(cond, a, b):
     """Elementwise cond ? a : b with broadcasting; a and b may be Tensors or scalars."""
-    cond = array_of(operand(cond))
-    if not isinstance(cond, np.ndarray) or cond.dtype != np.bool_:
-        cond = np.asarray(cond).astype(bool)
-    a, b = operand(a), operand(b)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        return wrap(np.where(cond, a, b))
-    return Where.apply(cond, a, b)
+    if not (isinstance(cond, Tensor) and cond.dtype == np.bool_):
+        # a private bool copy: a caller's numpy array cannot change behind the version check
+        cond = Tensor(np.asarray(array_of(operand(cond))).astype(bool))
+    return Where.apply(cond, operand(a), operand(b))

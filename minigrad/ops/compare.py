@@ -1,16 +1,12 @@
 """Comparisons: bool tensors that never require grad (they are not recorded on the tape)."""
 import numpy as np
 
-from minigrad.ops._common import array_of, broadcast_error, operand, wrap
+from minigrad.ops._common import array_of, operand, run_broadcasting, wrap
 
 
 def _compare(op, symbol, ufunc):
     def compare(a, b):
-        x, y = array_of(operand(a)), array_of(operand(b))
-        try:
-            return wrap(ufunc(x, y))
-        except ValueError:
-            raise broadcast_error(op, symbol, np.shape(x), np.shape(y)) from None
+        return wrap(run_broadcasting(op, symbol, ufunc, array_of(operand(a)), array_of(operand(b))))
 
     compare.__name__ = op
     compare.__doc__ = f"Elementwise a {symbol} b as a bool tensor (no grad)."

@@ -2,7 +2,7 @@
 
 Derivative table (y = f(x)):
     exp: y    log: 1/x    sqrt: 1/(2y)    rsqrt: -y^3/2    abs: sign(x) (0 at 0)    tanh: 1 - y^2
-    sigmoid: y(1 - y)    relu: [y > 0]    silu: s(1 + x(1 - s)), s = sigmoid(x)
+    sigmoid: y(1 - y)    relu: [not y <= 0] (1 at NaN)    silu: s(1 + x(1 - s)), s = sigmoid(x)
     erf: 2/sqrt(pi) exp(-x^2)    neg: -1
     gelu (exact): Phi(x) + x phi(x)    gelu (tanh): see Gelu
     softplus: sigmoid(beta x), 1 above the threshold    clamp: [min <= x <= max]
@@ -58,8 +58,8 @@ Abs = _unary("Abs", np.abs, lambda x, y, g: g * np.sign(x), "x", "y = |x|; gx = 
 Tanh = _unary("Tanh", np.tanh, lambda x, y, g: g * (1.0 - y * y), "y", "y = tanh(x); gx = g (1 - y^2).")
 Sigmoid = _unary("Sigmoid", _sigmoid, lambda x, y, g: g * y * (1.0 - y), "y",
                  "y = 1 / (1 + exp(-x)); gx = g y (1 - y).")
-Relu = _unary("Relu", lambda x: np.maximum(x, 0), lambda x, y, g: g * (y > 0), "y",
-              "y = max(x, 0); gx = g [x > 0] (0 at 0, like PyTorch).")
+Relu = _unary("Relu", lambda x: np.maximum(x, 0), lambda x, y, g: np.where(y <= 0, 0, g), "y",
+              "y = max(x, 0); gx = g [not y <= 0] (0 at 0, g at NaN, like PyTorch).")
 Silu = _unary("Silu", _silu, _silu_grad, "x", "y = x sigmoid(x); gx = g s (1 + x (1 - s)).")
 Erf = _unary("Erf", special.erf, lambda x, y, g: g * (2.0 / math.sqrt(math.pi)) * np.exp(-x * x), "x",
              "y = erf(x); gx = g 2/sqrt(pi) exp(-x^2).")

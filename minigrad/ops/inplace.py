@@ -19,7 +19,7 @@ import numpy as np
 from minigrad.autograd.grad_mode import is_grad_enabled
 from minigrad.ops import binary
 from minigrad.ops._common import array_of, operand, shape_str
-from minigrad.ops.indexing import SetItem, getitem_error, normalize_index
+from minigrad.ops.indexing import SetItem, assign, normalize_index
 from minigrad.tensor import Tensor
 
 
@@ -97,10 +97,7 @@ def setitem(t, index, value):
     if _recording("setitem", t, value):
         _in_graph("setitem", t, lambda old: SetItem.apply(old, value, index))
         return
-    try:
-        t.data[index] = array_of(value)
-    except (IndexError, ValueError) as err:
-        raise getitem_error("setitem", t.shape, index, err) from None
+    assign(t.data, index, array_of(value))
     t._bump_version()
 
 

@@ -97,9 +97,7 @@ def cat(tensors, dim=0):
         if x.ndim != first.ndim or others != first.shape[:axis] + first.shape[axis + 1:]:
             raise ValueError(f"cat: tensor {i} has shape {shape_str(x.shape)} but tensor 0 has shape "
                              f"{shape_str(first.shape)}; sizes must match except in dim {axis}")
-    if len(xs) == 1:
-        return xs[0]
-    return Cat.apply(*xs, axis)
+    return Cat.apply(*xs, axis)          # a new tensor even for one input, as in PyTorch
 
 
 def stack(tensors, dim=0):

@@ -2,7 +2,8 @@
 
 Backwards (k = the input broadcast shape of a keepdim result, N = number of reduced elements):
     sum: gx = g             mean: gx = g / N
-    max / min (amax / amin): gx = g [x == y] / count(x == y): ties split the gradient evenly
+    max / min (amax / amin): gx = g [x == y] / count(x == y): ties split the gradient evenly; where
+        y is NaN the NaNs are the selected elements (as PyTorch's max())
     max_along / min_along (x.max(dim), PyTorch's (values, indices)): gx = g at the index picked
         (the first extreme), 0 elsewhere
     var: gx = g 2 (x - mean) / (N - correction)
@@ -62,8 +63,7 @@ class _Extreme(_Reduction):
     @classmethod
     def forward(cls, ctx, x, dims, keepdim):
         cls.setup(ctx, x, dims)
-        if x.size == 0:
-            raise ValueError(f"{cls.__name__.lower()}: cannot reduce an empty tensor of shape {x.shape}")
+        _check_nonempty(cls.__name__.lower(), x.shape, dims)
         y = cls.ufunc.reduce(x, axis=dims, keepdims=True)
         ctx.save_for_backward(x, y)
         return y if keepdim else y.reshape(_dropped(x.shape, dims))
@@ -71,7 +71,7 @@ class _Extreme(_Reduction):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
-        mask = x == y
+        mask = (x == y) | (np.isnan(x) & np.isnan(y))
         count = mask.sum(axis=ctx.dims, keepdims=True)
         return mask * (g.reshape(_Reduction.kshape(ctx)) / count), None, None
 
@@ -150,6 +150,13 @@ def _centered_var(ctx, x, dims, correction):
         return d, np.sum(d * d, axis=dims, keepdims=True) / (ctx.denom if ctx.denom > 0 else 0)
 
 
+def _check_nonempty(op, shape, dims):
+    """max / min have no value over nothing (PyTorch raises too)."""
+    for d in dims:
+        if shape[d] == 0:
+            raise ValueError(f"{op}: cannot reduce dim {d} of size 0 (shape {tuple(shape)})")
+
+
 def _dropped(shape, dims):
     return [s for i, s in enumerate(shape) if i not in dims]
 
@@ -181,7 +188,7 @@ def _logsumexp(x, dims):
 class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
-        e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+        e = np.exp(x - (np.max(x, axis=dim, keepdims=True) if x.size else 0))   # the dim may be empty
         y = e / np.sum(e, axis=dim, keepdims=True)
         ctx.save_for_backward(y)
         ctx.dim = dim
@@ -253,8 +260,7 @@ def _extreme_along(op, arg, x, dim, keepdim):
         values, indices = _extreme_along(op, arg, x.reshape(1), dim, keepdim=False)
         return ValuesIndices(values.reshape(()), indices.reshape(()))
     d = normalize_dim(op, dim, x.ndim, x.shape)
-    if x.shape[d] == 0:
-        raise ValueError(f"{op}: cannot reduce dim {d} of size 0 (shape {x.shape})")
+    _check_nonempty(op, x.shape, (d,))
     index = arg(x.data, axis=d, keepdims=True)
     values = TakeAlong.apply(x, index, d, bool(keepdim))
     return ValuesIndices(values, wrap(index if keepdim else index.squeeze(d)))
