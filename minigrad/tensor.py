@@ -55,6 +55,8 @@ def _checked_python_ints(data, arr):
     """Like PyTorch, Python ints (without floats beside them) are int64 and may not overflow it;
     with a float among them the result is float."""
     items = list(_scalars(data))
+    if not all(isinstance(v, (int, float, np.number)) for v in items):
+        return arr                # None, strings, objects: rejected as an object array below
     if any(isinstance(v, (float, np.floating)) for v in items):
         return arr if arr.dtype.kind == "f" else np.asarray(data, dtype=np.float64)
     for v in items:

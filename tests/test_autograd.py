@@ -300,6 +300,9 @@ def test_constructors_reject_what_pytorch_rejects():
     assert mg.tensor([-2 ** 63, 2 ** 63 - 1]).dtype == mg.int64
     assert mg.tensor([2 ** 63, 1.5]).dtype == mg.float32          # a float among them: float
     assert mg.tensor([1.5, 2 ** 70]).tolist() == [1.5, float(2 ** 70)]
+    for data in ([None, 1.0], [None, 2 ** 63]):        # not numbers: no silent NaN
+        with pytest.raises(TypeError, match="unsupported dtype object"):
+            mg.tensor(data)
     for make in (mg.zeros, mg.ones, mg.randn, mg.rand):
         with pytest.raises(TypeError, match="size must be a tuple of ints"):
             make(2.5)
