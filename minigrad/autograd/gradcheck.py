@@ -100,7 +100,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-8, rtol=1e-6, fast=False, n_projecti
         if not (err <= rtol or max_diff <= atol):
             k = int(diff.argmax())
             where = (f"projection {k}" if fast else
-                     f"element {np.unravel_index(k, x.shape) if x.ndim else ()}")
+                     f"element {tuple(int(i) for i in np.unravel_index(k, x.shape))}")
             name = f" ({x.name})" if getattr(x, "name", None) else ""
             failures.append(f"input {i}{name} shape {x.shape}: relative error {err:.3e} > rtol {rtol:g}; "
                             f"worst at {where}: analytic {an[k]:.10g} vs numeric {fd[k]:.10g}")
