@@ -131,12 +131,14 @@ def kernel_calls(dt, seed=0):
         Num(-100, odd=(-1, HUGE)),
         O(e(N)),
         O(e(N)),
+        O(e(N)),
     )
     calls["cross_entropy.cross_entropy_backward"] = Call(
         cross_entropy.cross_entropy_backward,
         A(r(N, V)),
         Arr(ids(N, V), high=V),
         Num(-100, odd=(-1, HUGE)),
+        A(r(N)),
         A(r(N)),
         A(r(N)),
         O(e(N, V)),

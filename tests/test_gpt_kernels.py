@@ -535,3 +535,40 @@ def test_swiglu_packed_gradcheck_and_reference():
     assert_fp32_matches_fp64(swiglu_packed, randn(4, 64) * 3)
     with pytest.raises(ValueError, match="even"):
         swiglu_packed(mg.randn(2, 5))
+
+
+@pytest.mark.parametrize("dtype,offset", [(np.float32, 1e6), (np.float32, 1e7), (np.float32, 1e30),
+                                          (np.float64, 1e15)])
+def test_cross_entropy_keeps_a_large_common_offset_exact(dtype, offset):
+    # audit: loss = lse - z_t with lse = m + log(s) rounded to m's magnitude, so 1e6 + [0, 1, 2, 3]
+    # gave 3.4375 (fp32) and 1e30 + [...] a loss of 0 with "probabilities" summing to 4
+    shift = np.array([0.0, 1.0, 2.0, 3.0])
+    z = (offset + shift).astype(dtype)
+    exact_shift = z.astype(np.float64) - z.astype(np.float64).max()      # what the rounding left
+    p = np.exp(exact_shift) / np.exp(exact_shift).sum()
+    logits = mg.tensor(z[None], requires_grad=True)
+    loss = F.cross_entropy(logits, np.array([0]))
+    loss.backward()
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(loss.item(), -np.log(p[0]), rtol=tol)
+    np.testing.assert_allclose(logits.grad.data[0], p - [1, 0, 0, 0], atol=tol)
+
+
+def test_cross_entropy_gradient_of_masked_logits_is_exactly_zero():
+    # audit: the float32 exp clamped -inf to -87.3 and returned 1.2e-38 instead of 0
+    logits = mg.tensor(np.array([[0.5, -np.inf, 1.0, -np.inf]], np.float32), requires_grad=True)
+    F.cross_entropy(logits, np.array([2])).backward()
+    assert logits.grad.data[0, 1] == 0.0 and logits.grad.data[0, 3] == 0.0
+
+
+@pytest.mark.parametrize("hd", [8, 12])
+def test_attention_backward_recomputes_the_forward_probabilities(hd):
+    # audit: the backward multiplied an unscaled block product by `scale` while the forward let
+    # BLAS scale it, so P differed by |score| eps: with one key P is 1 and gv must equal go exactly
+    rng = np.random.default_rng(0)
+    q = mg.tensor(rng.standard_normal((1, 2, 1, hd)).astype(np.float32) * 40, requires_grad=True)
+    k = mg.tensor(rng.standard_normal((1, 2, 1, hd)).astype(np.float32) * 40, requires_grad=True)
+    v = mg.tensor(rng.standard_normal((1, 2, 1, hd)).astype(np.float32), requires_grad=True)
+    go = rng.standard_normal((1, 2, 1, hd)).astype(np.float32)
+    F.causal_attention(q, k, v).backward(mg.tensor(go))
+    np.testing.assert_array_equal(v.grad.data, go)

@@ -190,3 +190,21 @@ def test_float32_tanh_kernel_within_two_ulp():
     tm.tanh_forward(special)
     assert np.isnan(special[0, 0]) and special[0, 1] == 1 and special[0, 2] == -1
     assert special[0, 3] == 0 and np.signbit(special[0, 4])
+
+
+@pytest.mark.parametrize("dtype,value", [(np.float32, 100.1), (np.float32, 3000.3), (np.float32, 1e6),
+                                         (np.float64, 1e12)])
+def test_layer_norm_of_a_constant_row_is_its_bias(dtype, value):
+    # audit: the float32 lane sum rounded a constant row's mean, so x - mean was the rounding error
+    # and y came out near +-w instead of b (100.1: 0.005; 1e5: -0.98); the mean is now corrected
+    C, eps = 64, 1e-5
+    x = mg.tensor(np.full((3, C), value, dtype), requires_grad=True)
+    w = mg.tensor(np.linspace(0.5, 1.5, C).astype(dtype), requires_grad=True)
+    b = mg.tensor(np.linspace(-1, 1, C).astype(dtype), requires_grad=True)
+    y = F.layer_norm(x, w, b, eps)
+    np.testing.assert_array_equal(y.data, np.broadcast_to(b.data, (3, C)))
+    g = np.random.default_rng(0).standard_normal((3, C)).astype(dtype)
+    y.backward(mg.tensor(g))
+    gw = g * w.data                                  # xhat = 0: gx = rstd (g w - mean(g w))
+    expect = (gw - gw.mean(1, keepdims=True)) / np.sqrt(eps)
+    np.testing.assert_allclose(x.grad.data, expect, rtol=1e-4 if dtype == np.float32 else 1e-9)

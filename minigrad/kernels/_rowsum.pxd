@@ -4,7 +4,7 @@
 from cython cimport floating
 
 from minigrad.kernels._vmath cimport (mg_dot3_f, mg_dot4_centered_f, mg_dot_centered_f, mg_dot_f,
-                                      mg_sum_f, mg_sum_sqdev_f)
+                                      mg_sum_dev_f, mg_sum_f, mg_sum_sqdev_f)
 
 
 cdef inline double row_sum(const floating* x, Py_ssize_t n) noexcept nogil:
@@ -17,6 +17,21 @@ cdef inline double row_sum(const floating* x, Py_ssize_t n) noexcept nogil:
         for j in range(n):
             s = s + x[j]
     return s
+
+
+cdef inline double row_mean(const floating* x, Py_ssize_t n) noexcept nogil:
+    """mean_j x_j as a floating value, with one correction pass: mu0 = sum/n, then mu0 + mean_j
+    (x_j - mu0). The first sum's rounding (vector lanes) is corrected, so a constant row's mean is
+    exact, as a normalisation of it needs (x - mean = 0, not the rounding error)."""
+    cdef Py_ssize_t j
+    cdef double d = 0.0
+    cdef floating mu0 = <floating>(row_sum(x, n) / n)
+    if floating is float:
+        d = mg_sum_dev_f(x, n, mu0)
+    else:
+        for j in range(n):
+            d = d + (x[j] - mu0)
+    return mu0 + d / n
 
 
 cdef inline double row_sqdev(const floating* x, Py_ssize_t n, double mu) noexcept nogil:

@@ -4,7 +4,8 @@
  * arithmetic that gcc/clang vectorise at -O3: x = n ln2 + r with n = round(x / ln2) (the
  * 1.5 * 2^23 trick rounds to nearest), e^r from a degree-6 Taylor/minimax polynomial on
  * |r| <= ln2/2, and 2^n built in the exponent bits. Max relative error ~2 ulp over the
- * clamped range [-87.3, 88.7]; below it returns ~0 (like expf's underflow), NaN propagates.
+ * clamped range [-87.3, 88.7]; below it returns 0 (as expf's underflow, denormals flushed: so
+ * exp(-inf) is exactly 0 for masked entries), NaN propagates.
  * float64 kernels keep libm's exp (they exist for gradient checks, not speed).
  */
 #ifndef MINIGRAD_VMATH_H
@@ -13,9 +14,9 @@
 #include <string.h>
 #include <math.h>
 
-static inline float mg_expf(float x) {
+static inline float mg_expf(float x0) {
     const float hi = 88.7f, lo = -87.3f;
-    x = x > hi ? hi : x;
+    float x = x0 > hi ? hi : x0;
     x = x < lo ? lo : x;
     float t = x * 1.44269504088896341f;
     float n = (t + 12582912.0f) - 12582912.0f;
@@ -29,7 +30,7 @@ static inline float mg_expf(float x) {
     p = p * r * r + r + 1.0f;
     union { float f; int32_t i; } s;
     s.i = ((int32_t)n + 127) << 23;
-    return p * s.f;
+    return x0 < lo ? 0.0f : p * s.f;
 }
 
 /* tanh, branch-free (both halves computed, one selected), so loops calling it vectorise:
@@ -113,6 +114,14 @@ MG_CLONES static float mg_sum_f(const float* x, long n) {
     return s;
 }
 
+/* sum_j (x_j - mu) */
+MG_CLONES static float mg_sum_dev_f(const float* x, long n, float mu) {
+    float s = 0.0f;
+    MG_SIMD_SUM
+    for (long j = 0; j < n; j++) s += x[j] - mu;
+    return s;
+}
+
 /* sum_j (x_j - mu)^2 */
 MG_CLONES static float mg_sum_sqdev_f(const float* x, long n, float mu) {
     float s = 0.0f;
@@ -158,9 +167,10 @@ MG_CLONES static float mg_exp_sum_f(float* x, long n, float m) {
     return s;
 }
 
-/* y_j = w * exp(a x_j - m)  (y may alias x) */
-MG_CLONES static void mg_exp_affine_f(const float* x, float* y, long n, float a, float m, float w) {
-    for (long j = 0; j < n; j++) y[j] = w * mg_expf(a * x[j] - m);
+/* y_j = w * exp((x_j - m) - l)  (y may alias x): x - m first, so a large common offset of the x_j
+   (exact in x - m) is not rounded into l */
+MG_CLONES static void mg_exp_shift2_f(const float* x, float* y, long n, float m, float l, float w) {
+    for (long j = 0; j < n; j++) y[j] = w * mg_expf((x[j] - m) - l);
 }
 
 /* p_j = exp(a s_j - l);  dp_j = a p_j (dp_j - d);  s_j = p_j */

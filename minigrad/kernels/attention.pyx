@@ -179,17 +179,18 @@ cdef void _backward_rows(const floating* q, Py_ssize_t qld, const floating* k, P
         dd[i] = <floating>row_dot(go + (i0 + i) * gold, o + (i0 + i) * old, hd)
     while j0 < kend:
         nc = min(bc, kend - j0)
-        _scores(q_blk, qld, k, kld, kt, ktld, j0, nr, nc, hd, 1, s, bc)
+        # the forward's scaled product (alpha = scale), so P is recomputed with the same rounding
+        _scores(q_blk, qld, k, kld, kt, ktld, j0, nr, nc, hd, scale, s, bc)
         _scores(go_blk, gold, v, vld, vt, ktld, j0, nr, nc, hd, 1, dp, bc)
         for i in range(nr):
             lim = _visible(i0 + i, past, j0, nc)
-            _softmax_grad_row(s + i * bc, dp + i * bc, lim, scale, lse[i0 + i], dd[i])
+            _softmax_grad_row(s + i * bc, dp + i * bc, lim, 1, lse[i0 + i], dd[i])
             memset(s + i * bc + lim, 0, (nc - lim) * sizeof(floating))
             memset(dp + i * bc + lim, 0, (nc - lim) * sizeof(floating))
         gemm(True, False, nc, hd, nr, 1, s, bc, go_blk, gold, 1, gv + j0 * gvld, gvld)
-        gemm(False, False, nr, hd, nc, 1, dp, bc, k + j0 * kld, kld, 0 if j0 == 0 else 1,
+        gemm(False, False, nr, hd, nc, scale, dp, bc, k + j0 * kld, kld, 0 if j0 == 0 else 1,
              gq + i0 * gqld, gqld)
-        gemm(True, False, nc, hd, nr, 1, dp, bc, q_blk, qld, 1, gk + j0 * gkld, gkld)
+        gemm(True, False, nc, hd, nr, scale, dp, bc, q_blk, qld, 1, gk + j0 * gkld, gkld)
         j0 += bc
 
 

@@ -12,7 +12,7 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt
 
 from minigrad.kernels._openmp cimport omp_get_max_threads
-from minigrad.kernels._rowsum cimport row_dot, row_dot_centered, row_sqdev, row_sum
+from minigrad.kernels._rowsum cimport row_dot, row_dot_centered, row_mean, row_sqdev
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
 # Below this many rows a parallel region costs more than it saves (one token at a time: every
@@ -28,9 +28,9 @@ def grad_blocks():
 
 cdef inline void _norm_row(const floating* x, const floating* w, const floating* b, double eps,
                            floating* y, floating* mean, floating* rstd, Py_ssize_t C) noexcept nogil:
-    """One row: mean, rstd (two-pass variance) and y."""
+    """One row: mean (corrected, row_mean), rstd (two-pass variance) and y."""
     cdef Py_ssize_t c
-    cdef double mu = row_sum(x, C) / C
+    cdef double mu = row_mean(x, C)
     cdef double var = row_sqdev(x, C, mu) / C
     cdef floating m = <floating>mu
     cdef floating rs = <floating>(1.0 / sqrt(var + eps))

@@ -10,9 +10,11 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 class CrossEntropy(Function):
-    """logits (N, V), targets (N,) int -> loss; saves logits, targets, lse (N,).
+    """logits (N, V), targets (N,) int -> loss; saves logits, targets and per row the max m and
+    l = log sum exp(logits - m) (N,).
 
-    loss_n = lse_n - logits[n, t_n] (0 where t_n == ignore_index); 'mean' divides the sum by the
+    loss_n = lse_n - logits[n, t_n] = (m_n - logits[n, t_n]) + l_n, in that order so a large common
+    offset of the logits is not rounded into lse (0 where t_n == ignore_index); 'mean' divides the sum by the
     number of non-ignored rows (nan when there are none, as PyTorch). Backward:
         glogits[n] = w_n * (softmax(logits[n]) - onehot(t_n)),
     w_n = g/count ('mean'), g ('sum'), g[n] ('none'), and 0 on ignored rows. The targets are copied
@@ -31,10 +33,9 @@ class CrossEntropy(Function):
         ignore_index = check_int(op, "ignore_index", ignore_index)
         targets = private_index(check_index(op, "targets", targets, V, shape=(N,), ignore=ignore_index),
                                 targets)
-        loss = np.empty(N, logits.dtype)
-        lse = np.empty(N, logits.dtype)
-        _k.cross_entropy_forward(logits, targets, ignore_index, loss, lse)
-        ctx.save_for_backward(logits, targets, lse)
+        loss, row_max, row_logsum = (np.empty(N, logits.dtype) for _ in range(3))
+        _k.cross_entropy_forward(logits, targets, ignore_index, loss, row_max, row_logsum)
+        ctx.save_for_backward(logits, targets, row_max, row_logsum)
         ctx.ignore_index, ctx.reduction = ignore_index, reduction
         if reduction == "none":
             return loss
@@ -45,14 +46,14 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, gy):
-        logits, targets, lse = ctx.saved_tensors
+        logits, targets, row_max, row_logsum = ctx.saved_tensors
         if ctx.reduction == "none":
             weight = np.ascontiguousarray(gy, logits.dtype)
         else:
             scale = 1.0 if ctx.reduction == "sum" else 1.0 / max(ctx.count, 1)
             weight = np.full(logits.shape[0], float(gy) * scale, logits.dtype)
         glogits = np.empty_like(logits)
-        _k.cross_entropy_backward(logits, targets, ctx.ignore_index, lse, weight, glogits)
+        _k.cross_entropy_backward(logits, targets, ctx.ignore_index, row_max, row_logsum, weight, glogits)
         return glogits, None, None, None
 
 
