@@ -13,7 +13,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, tanh
 
 from minigrad.kernels._openmp cimport omp_get_max_threads
-from minigrad.kernels._rowsum cimport row_dot, row_dot3, row_dot3_centered, row_sqdev, row_sum
+from minigrad.kernels._rowsum cimport row_dot, row_dot3, row_dot3_centered, row_mean, row_sqdev
 from minigrad.kernels._vmath cimport mg_expf, mg_tanhf
 from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 
@@ -307,8 +307,9 @@ def time_mix_prepare_backward(const floating[:, ::1] dw, const floating[:, ::1] 
 cdef inline void _head_stats(const floating* y, const floating* r, const floating* kmod,
                              const floating* r_k, Py_ssize_t N, double eps, floating* mean,
                              floating* rstd, floating* bonus) noexcept nogil:
-    """One head of one row: mean, rstd (two-pass biased variance) of y; bonus = sum r kmod r_k."""
-    cdef double mu = row_sum(y, N) / N
+    """One head of one row: mean (corrected, row_mean), rstd (two-pass biased variance) of y;
+    bonus = sum r kmod r_k."""
+    cdef double mu = row_mean(y, N)
     cdef double var = row_sqdev(y, N, mu) / N
     cdef double bo = row_dot3(r, kmod, r_k, N)
     mean[0] = <floating>mu
