@@ -15,8 +15,10 @@ import warnings
 
 from minigrad.kernels import _threads
 
-_state = {"n": None, "blas_limiter": None}
+_state = {"n": None}
 _local = threading.local()
+# serial_blas() is process-wide: the first thread in limits BLAS to 1, the last out restores it
+_serial = {"depth": 0, "limiter": None, "pending": None, "lock": threading.Lock()}
 # More threads than this only oversubscribe the cores; far more make OpenMP's thread creation fail,
 # which ends the process instead of raising.
 MAX_THREADS = 1024
@@ -34,15 +36,24 @@ def set_num_threads(n):
     from minigrad.kernels.validate import check_int  # (numpy: loaded after the env is set)
 
     n = check_int("set_num_threads", "n", n, 1, MAX_THREADS)
-    _threads.set_threads(n)
-    _local.n = n
+    if getattr(_local, "override", None) is None:    # inside kernel_threads the block's size stays
+        _threads.set_threads(n)
+        _local.n = n
+    with _serial["lock"]:
+        _state["n"] = n
+        if _serial["depth"]:
+            _serial["pending"] = n                    # for the last thread leaving serial_blas
+        else:
+            _limit_blas(n)
+
+
+def _limit_blas(n):
+    """Cap numpy's BLAS at n threads (through threadpoolctl, when installed)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        _state["blas_limiter"] = threadpool_limits(limits=n, user_api="blas")
-    _state["n"] = n
+        return
+    threadpool_limits(limits=n, user_api="blas")
 
 
 def sync_thread():
@@ -55,13 +66,40 @@ def sync_thread():
         _local.n = n
 
 
+@contextlib.contextmanager
 def serial_blas():
     """A context running BLAS on one thread inside the block.
 
     For work that is already split across threads by a kernel (each OpenMP thread calls BLAS on its
     own small GEMMs through `kernels/_blas.pxd`), and for decoding one token at a time, where the
     (B, C) x (C, C) products are too small to split. Without threadpoolctl it does nothing.
+
+    The limit is process-wide, so it is reference-counted across threads: the first thread to enter
+    sets it, the last to leave restores the library-wide setting (`set_num_threads` called inside
+    the block included).
     """
+    ctl = _controller()
+    if not ctl:
+        yield
+        return
+    with _serial["lock"]:
+        if not _serial["depth"]:
+            _serial["limiter"] = ctl.limit(limits=1, user_api="blas")
+        _serial["depth"] += 1
+    try:
+        yield
+    finally:
+        with _serial["lock"]:
+            _serial["depth"] -= 1
+            if not _serial["depth"]:
+                _serial["limiter"].restore_original_limits()
+                if _serial["pending"] is not None:
+                    _limit_blas(_serial["pending"])
+                _serial["limiter"] = _serial["pending"] = None
+
+
+def _controller():
+    """A threadpoolctl controller that sees the BLAS the kernels call, or False without threadpoolctl."""
     ctl = _state.get("controller")
     if ctl is None:
         try:
@@ -71,7 +109,7 @@ def serial_blas():
         except ImportError:
             ctl = False
         _state["controller"] = ctl
-    return ctl.limit(limits=1, user_api="blas") if ctl else contextlib.nullcontext()
+    return ctl
 
 
 @contextlib.contextmanager

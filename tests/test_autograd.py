@@ -309,3 +309,115 @@ def test_constructors_reject_what_pytorch_rejects():
         with pytest.raises(TypeError, match="size must be a tuple of ints"):
             make((2, 1.0))
     assert mg.zeros(np.int64(2), 3).shape == (2, 3)
+
+
+def _leading_heavy(rows=1001, cols=2):
+    """float32 (rows, cols): 2^24 in row 0, ones below. Summed over dim 0 in float32 one row at a
+    time each +1 rounds away (2^24 + 1 = 2^24): exact 2^24 + rows - 1, representable in float32."""
+    a = np.ones((rows, cols), np.float32)
+    a[0] = 2.0 ** 24
+    return a
+
+
+def test_broadcast_grads_of_float32_are_summed_in_float64():
+    for shape in [(2,), (1, 2)]:            # leading dim added / size-1 dim stretched
+        b = mg.Tensor(np.zeros(shape, np.float32), requires_grad=True)
+        Total.apply(Mul.apply(mg.Tensor(_leading_heavy()), b)).backward()
+        assert b.grad.dtype == mg.float32
+        np.testing.assert_array_equal(b.grad.data, np.full(shape, 2.0 ** 24 + 1000))
+
+
+class _SumOnes(Function):
+    """y = sum(a), not computed (0): backward is all the work, the leaf's += of 1s."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.shape = a.shape
+        return np.zeros((), a.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.broadcast_to(g, ctx.shape)
+
+
+def test_concurrent_backward_into_a_shared_leaf_loses_nothing():
+    x = mg.zeros(1 << 20, requires_grad=True)
+    threads_, reps = 4, 50
+
+    def work():
+        for _ in range(reps):
+            _SumOnes.apply(x).backward()             # adds 1 to every element (numpy drops the GIL)
+
+    ts = [threading.Thread(target=work) for _ in range(threads_)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    np.testing.assert_array_equal(x.grad.data, threads_ * reps)
+
+
+class _Flaky(Function):
+    """y = 2a; backward raises while `fail` is set."""
+
+    fail = True
+
+    @staticmethod
+    def forward(ctx, a):
+        return 2 * a
+
+    @staticmethod
+    def backward(ctx, g):
+        if _Flaky.fail:
+            raise ValueError("transient failure")
+        return 2 * g
+
+
+@pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt])
+def test_failed_backward_accumulates_nothing_and_a_retry_is_exact(error, monkeypatch):
+    w, u = f64(3), f64(3, seed=1)
+    losses = [Total.apply(Mul.apply(_Flaky.apply(w), w))]           # sum(2w w): grad 4w
+    h = Mul.apply(u, u).retain_grad()
+    losses.append(Total.apply(Mul.apply(h, mg.ones(3, dtype=mg.float64))))  # sum(u u): grad 2u
+    # newest first: h's and u's grads and w's direct part are complete when _Flaky's backward runs
+    _Flaky.fail = True
+    if error is KeyboardInterrupt:
+        def interrupt(ctx, g):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(_Flaky, "backward", staticmethod(interrupt))
+    with pytest.raises(error):
+        mg.autograd.backward(losses, retain_graph=True)
+    assert w.grad is None and u.grad is None and h.grad is None
+    monkeypatch.undo()
+    _Flaky.fail = False
+    mg.autograd.backward(losses)
+    np.testing.assert_allclose(w.grad.data, 4 * w.data)
+    np.testing.assert_allclose(u.grad.data, 2 * u.data)
+    np.testing.assert_allclose(h.grad.data, 1.0)
+
+
+def test_backward_returning_the_wrong_number_of_grads_raises():
+    class Extra(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return 2 * a
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g, 100 * g
+
+    class Missing(Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = f64(2)
+    with pytest.raises(RuntimeError, match=r"Extra.backward returned an incorrect number of gradients "
+                                           r"\(expected 1, got 2\)"):
+        Total.apply(Extra.apply(x)).backward()
+    with pytest.raises(RuntimeError, match=r"expected 2, got 1"):
+        Total.apply(Missing.apply(x, x)).backward()
+    assert x.grad is None

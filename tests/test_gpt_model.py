@@ -276,3 +276,36 @@ def test_threads_agree_on_parallel_sizes():
     model = GPT(GPTConfig(vocab_size=13, d_model=16, n_layer=2, n_head=4, n_kv_head=2, ffn_hidden=24,
                           max_seq_len=64, tie_embeddings=False), dtype=np.float64)
     check_thread_count_invariance(model, np.random.default_rng(4).integers(0, 13, (4, 40)))
+
+
+def test_frozen_pack_is_per_thread():
+    """generate() freezes the packed q/k/v and gate/up weights; a thread training the same model
+    meanwhile must keep the differentiable stack (and every gradient)."""
+    import threading
+
+    from minigrad.models.gpt import _Packed
+
+    model = tiny(False)
+    packs = [m for m in model.modules() if isinstance(m, _Packed)]
+    frozen, done, seen = threading.Event(), threading.Event(), []
+
+    def decode():
+        for m in packs:
+            m.freeze_pack(True)
+        seen.append(all(not m.packed_weight().requires_grad for m in packs))
+        frozen.set()
+        done.wait()
+        for m in packs:
+            m.freeze_pack(False)
+
+    t = threading.Thread(target=decode)
+    t.start()
+    try:
+        frozen.wait()
+        model(ids(2, 5, 11)).sum().backward()
+        missing = [n for n, p in model.named_parameters() if p.grad is None]
+    finally:
+        done.set()
+        t.join()
+    assert seen == [True] and missing == []
+    assert all(m.packed_weight().requires_grad for m in packs)

@@ -552,3 +552,15 @@ def test_optimizer_step_invalidates_graphs_that_saved_the_old_weights():
     opt.step()
     with pytest.raises(RuntimeError, match="modified in place"):
         loss.backward()
+
+
+def test_linear_bias_grad_of_float32_sums_in_float64():
+    # gy = 2^24 in row 0, ones below: summed one row at a time in float32 every +1 rounds away
+    gy = np.ones((1001, 2), np.float32)
+    gy[0] = 2.0 ** 24
+    x = mg.tensor(np.zeros((1001, 3), np.float32))
+    w = mg.tensor(np.zeros((2, 3), np.float32), requires_grad=True)
+    b = mg.tensor(np.zeros(2, np.float32), requires_grad=True)
+    linear(x, w, b).backward(mg.tensor(gy))
+    assert b.grad.dtype == mg.float32
+    np.testing.assert_array_equal(b.grad.data, 2.0 ** 24 + 1000)

@@ -236,3 +236,29 @@ def test_reductions_over_empty_tensors():
     assert x.logsumexp(0).tolist() == [float("-inf")] * 3
     with pytest.raises(ValueError, match=r"max: cannot reduce dim 0 of size 0 \(shape \(0, 3\)\)"):
         mg.amax(x, 0)
+
+
+def test_float32_sum_and_mean_over_leading_dims_accumulate_in_float64():
+    # 2^24 then ones: added one row at a time in float32 every +1 rounds away
+    a = np.ones((1001, 2, 3), np.float32)
+    a[0] = 2.0 ** 24
+    exact = 2.0 ** 24 + 1000
+    x = mg.tensor(a)
+    for dims in [0, (0, 1), (0, 2)]:
+        n = 1001 * (2 if dims == (0, 1) else 3 if dims == (0, 2) else 1)
+        s, m = x.sum(dims), x.mean(dims)
+        assert s.dtype == m.dtype == mg.float32
+        np.testing.assert_array_equal(s.data, exact * n / 1001)
+        np.testing.assert_allclose(m.data, exact / 1001, rtol=1e-7)
+    np.testing.assert_allclose(x.sum().data, exact * 6, rtol=1e-6)    # contiguous: float32 pairwise
+
+
+def test_log_softmax_keeps_small_differences_under_a_large_offset():
+    x = mg.tensor(np.array([[0.0, 1.0, 2.0, 3.0]]) + 1e6, dtype=mg.float32, requires_grad=True)
+    ref = np.array([0.0, 1.0, 2.0, 3.0])
+    ref = ref - ref.max() - np.log(np.exp(ref - ref.max()).sum())
+    y = x.log_softmax(-1)
+    np.testing.assert_allclose(y.data[0], ref, rtol=1e-6)
+    g = np.array([[1.0, -2.0, 0.5, 3.0]], np.float32)
+    y.backward(mg.tensor(g))
+    np.testing.assert_allclose(x.grad.data, g - np.exp(ref) * g.sum(), rtol=1e-5, atol=1e-6)

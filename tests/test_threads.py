@@ -207,3 +207,43 @@ def test_warns_when_imported_after_numpy_without_a_blas_timeout():
     assert "imported after numpy" in stderr_of(late)
     assert "imported after numpy" not in stderr_of("import minigrad, numpy")
     assert "imported after numpy" not in stderr_of(late, OPENBLAS_THREAD_TIMEOUT="28")
+
+
+def test_serial_blas_is_counted_across_threads():
+    """Two overlapping serial_blas blocks (two threads' attention calls): BLAS stays at 1 thread
+    until the last one leaves, then is back at the library setting, also one changed inside. The
+    blocks are entered and left out of order from one thread: OpenBLAS applies a count set from
+    another thread unevenly (0.3.31: one lowered by the main thread cannot be raised by another)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from minigrad.threads import serial_blas
+
+    def blas():
+        return {i["num_threads"] for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"}
+
+    mg.set_num_threads(2)
+    if blas() != {2}:
+        pytest.skip(f"BLAS cannot use 2 threads here ({blas()})")
+    first, second = serial_blas(), serial_blas()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert blas() == {1}                          # the second block is still running
+    second.__exit__(None, None, None)
+    assert blas() == {2}
+    with serial_blas():
+        mg.set_num_threads(1)
+        assert blas() == {1}
+        mg.set_num_threads(2)
+        assert blas() == {1}                      # applied when the block ends
+    assert blas() == {2}
+
+
+def test_set_num_threads_inside_kernel_threads_keeps_the_block_size():
+    from minigrad import threads
+
+    threads.set_num_threads(2)
+    with threads.kernel_threads(1):
+        threads.set_num_threads(3)
+        mg.tensor([1.0, 2.0]).exp()
+        assert _threads.get_threads() == 1
+    assert _threads.get_threads() == 3 and mg.get_num_threads() == 3

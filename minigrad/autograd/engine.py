@@ -3,10 +3,13 @@
 `backward(roots, grads)` collects every node reachable from the roots (iteratively: no recursion,
 so a chain of 100 000 ops is fine), runs them in reverse creation order, sums the grads of tensors
 used more than once, reduces broadcast grads to the input's shape here (ops never do it), and
-accumulates into leaves' `.grad`. Without `retain_graph` each node's saved values are freed once
-it has run (its links stay: a second backward needing a freed value raises, others work).
+accumulates into leaves' `.grad` once the whole walk succeeded (an error in any op's backward
+leaves every `.grad` as it was), under a lock (backward may run in several threads). Without
+`retain_graph` each node's saved values are freed once it has run (its links stay: a second
+backward needing a freed value raises, others work).
 """
 import sys
+import threading
 
 import numpy as np
 
@@ -24,14 +27,34 @@ def unbroadcast(grad, shape, op_name="?"):
         raise RuntimeError(f"{op_name}.backward: gradient of shape {grad.shape} is smaller than its "
                            f"input {tuple(shape)}")
     if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
+        grad = sum_accurate(grad, tuple(range(extra)))
     axes = tuple(i for i, (g, s) in enumerate(zip(grad.shape, shape)) if s == 1 and g != 1)
     if axes:
-        grad = grad.sum(axis=axes, keepdims=True)
+        grad = sum_accurate(grad, axes, keepdims=True)
     if grad.shape != tuple(shape):
         raise RuntimeError(f"{op_name}.backward: gradient of shape {grad.shape} does not broadcast to "
                            f"its input {tuple(shape)}")
     return grad
+
+
+def sum_accurate(x, axis=None, keepdims=False):
+    """x.sum(axis) with float32 accumulated in float64 and cast back. numpy adds an axis that is not
+    contiguous one slice at a time in the input dtype (float32: 2^24 + 1 = 2^24, so 2^24 + 2^22 ones
+    sum to 2^24); over a trailing block of a C-contiguous array it sums pairwise, accurate already,
+    and that (faster) path is kept. Other dtypes sum as numpy does."""
+    if x.dtype != np.float32 or _contiguous_tail(x, axis):
+        return x.sum(axis=axis, keepdims=keepdims)
+    return np.add.reduce(x, axis=axis, dtype=np.float64, keepdims=keepdims).astype(np.float32)
+
+
+def _contiguous_tail(x, axis):
+    """Whether the reduced axes (None: all) are the last ones of a C-contiguous array."""
+    if not x.flags.c_contiguous:
+        return False
+    if axis is None:
+        return True
+    axes = sorted(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+    return axes == list(range(x.ndim - len(axes), x.ndim))
 
 
 def _refcounts_are_exact():
@@ -44,21 +67,38 @@ def _refcounts_are_exact():
 
 
 EXACT_REFCOUNTS = _refcounts_are_exact()
+# held while backward writes into .grad: several threads may backward into a shared leaf, and
+# numpy releases the GIL inside +=
+_grad_lock = threading.Lock()
 
 
-def _accumulate_leaf(leaf, grad, owned=False):
-    """leaf.grad += grad. A first grad is copied, unless `owned` (no one else holds the array) and
-    it is a writable C-contiguous array of the leaf's dtype that owns its memory: then the leaf
-    keeps it (a model's weight grads come fresh from their GEMMs, so no copy per step)."""
+def _buffer(buffered, leaf, grad, owned):
+    """Add one contribution to `leaf` to this backward's buffer {id: [leaf, sum, owned]}. `owned`:
+    no one else holds `grad` (then it may be kept as .grad or added into in place)."""
+    entry = buffered.get(id(leaf))
+    if entry is None:
+        owned = (owned and grad.flags.owndata and grad.flags.writeable and grad.flags.c_contiguous
+                 and grad.dtype == leaf.data.dtype)
+        buffered[id(leaf)] = [leaf, grad, owned]
+    elif entry[2]:
+        entry[1] += grad
+    else:
+        entry[1], entry[2] = entry[1] + grad, True
+
+
+def _commit(buffered):
+    """leaf.grad += sum for every buffered leaf, under the lock. A leaf without .grad keeps an owned
+    sum (a model's weight grads come fresh from their GEMMs, so no copy per step), else a copy."""
     from minigrad.tensor import Tensor
 
-    if leaf.grad is None:
-        if not (owned and grad.flags.owndata and grad.flags.writeable and grad.flags.c_contiguous
-                and grad.dtype == leaf.data.dtype):
-            grad = np.array(grad, dtype=leaf.data.dtype, order="C", copy=True)
-        leaf.grad = Tensor._from_op(grad)
-    else:
-        leaf.grad.data += grad
+    with _grad_lock:
+        for leaf, grad, owned in buffered.values():
+            if leaf.grad is None:
+                if not owned:
+                    grad = np.array(grad, dtype=leaf.data.dtype, order="C", copy=True)
+                leaf.grad = Tensor._from_op(grad)
+            else:
+                leaf.grad.data += grad
 
 
 def _collect(roots):
@@ -86,7 +126,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     if len(grad_tensors) != len(tensors):
         raise ValueError(f"backward: {len(tensors)} tensors but {len(grad_tensors)} gradients")
 
-    pending = {}
+    pending, buffered = {}, {}
     for t, g in zip(tensors, grad_tensors):
         if not t.requires_grad:
             raise RuntimeError("backward: tensor does not require grad and has no grad_fn "
@@ -102,7 +142,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                 raise ValueError(f"backward: gradient shape {g.shape} != tensor shape {t.shape}")
             g = g.astype(t.data.dtype, copy=False)
         if t._node is None:
-            _accumulate_leaf(t, g)
+            _buffer(buffered, t, g, False)
         else:
             slots = pending.setdefault(t._node, [None] * len(t._node.output_meta))
             i = t._out_index
@@ -121,15 +161,15 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                 for i, ref in node.retained.items():
                     t = ref()
                     if t is not None and slots[i] is not None:
-                        _accumulate_leaf(t, slots[i])
+                        _buffer(buffered, t, slots[i], False)
             grads_out = [s if s is not None else np.zeros(shape, dtype)
                          for s, (shape, dtype) in zip(slots, node.output_meta)]
             grads_in = node.fn.backward(node.ctx, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
-            if len(grads_in) < len(node.inputs):
-                raise RuntimeError(f"{node.name}.backward returned {len(grads_in)} gradients for "
-                                   f"{len(node.inputs)} inputs")
+            if len(grads_in) != len(node.inputs):
+                raise RuntimeError(f"{node.name}.backward returned an incorrect number of gradients "
+                                   f"(expected {len(node.inputs)}, got {len(grads_in)})")
             if check:
                 anomaly.check_backward(node, grads_in)
             for j, inp in enumerate(node.inputs):
@@ -150,6 +190,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                     # own array, grads_in; any other holder (ctx, a view of it, a second slot of
                     # grads_in) means it is shared, and the leaf gets a copy
                     owned = EXACT_REFCOUNTS and sys.getrefcount(g) <= (3 if g is grads_in[j] else 2)
-                    _accumulate_leaf(inp, g, owned)
+                    _buffer(buffered, inp, g, owned)
             if not retain_graph:
                 node.free()
+    _commit(buffered)

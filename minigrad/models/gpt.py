@@ -14,6 +14,7 @@ Init (as HF Llama, initializer_range 0.02): every Linear and the embedding ~ N(0
 With tie_embeddings the model has no lm_head.weight; load_state_dict accepts (and checks) one.
 """
 import math
+import threading
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -116,19 +117,28 @@ class _Packed(nn.Module):
     """A module whose forward multiplies by several of its projections stacked into one matrix.
 
     In training the stack is rebuilt (a differentiable cat) every call; `freeze_pack()` fixes it for
-    the duration of a no-grad decode (generate), so one token does not copy every weight again."""
+    the duration of a no-grad decode (generate), so one token does not copy every weight again.
+    The frozen stack belongs to the thread that froze it: another thread training the same model
+    meanwhile keeps the differentiable cat."""
 
     PACKED = ()
 
     def packed_weight(self):
-        frozen = self.__dict__.get("_frozen")
-        if frozen is not None:
-            return frozen
+        frozen = self.__dict__.get("_frozen")          # {thread id: frozen stack}
+        if frozen:
+            w = frozen.get(threading.get_ident())
+            if w is not None:
+                return w
         return mg.cat([getattr(self, n).weight for n in self.PACKED], 0)
 
     def freeze_pack(self, on):
-        w = Tensor(np.concatenate([getattr(self, n).weight.data for n in self.PACKED], 0)) if on else None
-        object.__setattr__(self, "_frozen", w)
+        """Fix (on) or drop (off) the stacked weight for the calling thread."""
+        frozen = self.__dict__.setdefault("_frozen", {})
+        if on:
+            frozen[threading.get_ident()] = Tensor(
+                np.concatenate([getattr(self, n).weight.data for n in self.PACKED], 0))
+        else:
+            frozen.pop(threading.get_ident(), None)
 
 
 def _proj(d_in, d_out, dtype):

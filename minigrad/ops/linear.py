@@ -1,6 +1,7 @@
 """linear(x, weight, bias) = x @ weight.T + bias, as one op (one GEMM each way, no transposed copies)."""
 import numpy as np
 
+from minigrad.autograd.engine import sum_accurate
 from minigrad.autograd.function import Function
 from minigrad.ops._common import rows
 
@@ -9,7 +10,7 @@ class Linear(Function):
     """x (..., in), weight (out, in), bias (out,) or None -> y (..., out).
 
     Backward with gy (..., out), flattened to X (N, in), G (N, out):
-        gx = gy @ weight,  gweight = G.T @ X,  gbias = G.sum(0).
+        gx = gy @ weight,  gweight = G.T @ X,  gbias = G.sum(0) (float32 summed in float64).
     """
 
     @staticmethod
@@ -28,7 +29,7 @@ class Linear(Function):
         g2 = rows(gy)
         gx = (g2 @ weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
         gw = g2.T @ rows(x) if ctx.needs_input_grad[1] else None
-        gb = g2.sum(axis=0) if ctx.needs_input_grad[2] else None
+        gb = sum_accurate(g2, 0) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
 
 

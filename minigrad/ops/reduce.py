@@ -1,5 +1,8 @@
 """Reductions over dims (None = all, int or tuple; keepdim) and the softmax family.
 
+float32 sum / mean accumulate in float64 (`sum_accurate`). log_softmax is (x - m) - log(sum(exp(x - m))),
+m the max, so a large shared offset does not swamp the small differences.
+
 Backwards (k = the input broadcast shape of a keepdim result, N = number of reduced elements):
     sum: gx = g             mean: gx = g / N
     max / min (amax / amin): gx = g [x == y] / count(x == y): ties split the gradient evenly; where
@@ -15,6 +18,7 @@ import collections
 
 import numpy as np
 
+from minigrad.autograd.engine import sum_accurate
 from minigrad.autograd.function import Function
 from minigrad.ops._common import expand_to, kept_shape, normalize_dim, normalize_dims, wrap
 
@@ -36,7 +40,7 @@ class Sum(_Reduction):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         Sum.setup(ctx, x, dims)
-        return x.sum(axis=dims, keepdims=keepdim)
+        return sum_accurate(x, dims, keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -48,7 +52,8 @@ class Mean(_Reduction):
     def forward(ctx, x, dims, keepdim):
         Mean.setup(ctx, x, dims)
         ctx.count = _count(x.shape, dims)
-        return x.mean(axis=dims, keepdims=keepdim)
+        with np.errstate(invalid="ignore"):             # empty dims: 0 / 0 = nan, as torch
+            return sum_accurate(x, dims, keepdim) / ctx.count
 
     @staticmethod
     def backward(ctx, g):
@@ -179,10 +184,20 @@ class LogSumExp(_Reduction):
 
 def _logsumexp(x, dims):
     """keepdim logsumexp of x over dims."""
+    m = _shift(x, dims)
+    return _log_sum_exp(x - m, dims) + m
+
+
+def _shift(x, dims):
+    """keepdim max of x over dims, 0 where it is infinite or the dims are empty (no inf - inf)."""
     m = np.max(x, axis=dims, keepdims=True) if x.size else np.zeros(kept_shape(x.shape, dims), x.dtype)
-    m = np.where(np.isfinite(m), m, 0)
+    return np.where(np.isfinite(m), m, 0)
+
+
+def _log_sum_exp(d, dims):
+    """keepdim log(sum(exp(d))) over dims, for d already shifted by the max."""
     with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
+        return np.log(np.sum(np.exp(d), axis=dims, keepdims=True))
 
 
 class Softmax(Function):
@@ -204,7 +219,8 @@ class Softmax(Function):
 class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
-        y = x - _logsumexp(x, dim)
+        d = x - _shift(x, dim)
+        y = d - _log_sum_exp(d, dim)
         ctx.save_for_backward(y)
         ctx.dim = dim
         return y
@@ -294,7 +310,7 @@ def softmax(x, dim=-1):
 
 
 def log_softmax(x, dim=-1):
-    """x - logsumexp(x) along one dim."""
+    """x - logsumexp(x) along one dim, as (x - max) - log(sum(exp(x - max)))."""
     return LogSoftmax.apply(x, _one_dim("log_softmax", x, dim))
 
 
