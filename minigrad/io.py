@@ -139,7 +139,7 @@ def decode_safetensors(buf, name="<buffer>"):
         raise bad(f"header length {n} exceeds the file size {len(buf)}")
     try:
         header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # RecursionError: [[[[...
         raise bad(f"unreadable header: {e}") from None
     if not isinstance(header, dict):
         raise bad("header is not a JSON object")
@@ -390,6 +390,25 @@ def check_state_compatible(model, state, source="checkpoint"):
         raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + " | ".join(problems))
 
 
+def check_shapes(shapes, arrays, source):
+    """Compare (name, shape) pairs (an iterator, consumed lazily) with `arrays` before any model is
+    built: CheckpointError naming `source` and the (first) missing, unexpected and mis-shaped
+    tensors. Stops at the first missing tensor, so a file declaring 10**6 layers fails at once."""
+    seen, missing, bad = set(), [], []
+    for name, shape in shapes:
+        if name not in arrays:
+            missing.append(name)
+            break
+        seen.add(name)
+        if tuple(arrays[name].shape) != tuple(shape):
+            bad.append(f"{name}: {tuple(arrays[name].shape)} vs {tuple(shape)}")
+    unexpected = sorted(set(arrays) - seen) if not missing else []
+    problems = [f"{what} {_listing(items, 6)}" for what, items in
+                (("missing", missing), ("unexpected", unexpected), ("shape mismatches:", bad)) if items]
+    if problems:
+        raise CheckpointError(f"{source} does not fit its declared config: " + " | ".join(problems))
+
+
 def load_model_weights(model, state, source="checkpoint"):
     """Copy `state` (name -> array) into `model`, after a compatibility check with a clear error."""
     check_state_compatible(model, state, source)
@@ -436,7 +455,9 @@ class Checkpoint:
         """A model of the saved type and config carrying the saved weights."""
         floats = {v.dtype for v in self.model_state.values() if v.dtype.kind == "f"}
         dtype = np.float64 if floats == {np.dtype(np.float64)} else np.float32  # as saved
-        model = build_model(self.model_type, self.config, dtype, self.path)
+        config = make_config(self.model_type, self.config, self.path)
+        check_shapes(config.param_shapes(), self.model_state, self.path)  # before allocating the model
+        model = build_model(self.model_type, config, dtype, self.path)
         return load_model_weights(model, self.model_state, self.path)
 
 
@@ -509,6 +530,25 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
     return path
 
 
+def _check_info(info, path):
+    """CheckpointError naming the first field of the checkpoint metadata of the wrong type."""
+    def bad(key, want):
+        raise CheckpointError(f"{path}: checkpoint metadata field {key!r} must be {want}, got "
+                              f"{info.get(key)!r}; the checkpoint is corrupted")
+
+    if type(info["step"]) is not int or info["step"] < 0:
+        bad("step", "an int >= 0")
+    if not isinstance(info["model_type"], str):
+        bad("model_type", "a string")
+    for key in ("config", "rng", "extra"):
+        if info.get(key) is not None and not isinstance(info[key], dict):
+            bad(key, "an object or null")
+    if info.get("optimizer_type") is not None and not isinstance(info["optimizer_type"], str):
+        bad("optimizer_type", "a string or null")
+    if info.get("tokenizer") is not None and not isinstance(info["tokenizer"], (dict, str)):
+        bad("tokenizer", "an object, a string or null")
+
+
 def _load_file(path):
     tensors, meta = load_safetensors(path)
     if meta.get("format") != FORMAT or "minigrad" not in meta:
@@ -517,8 +557,9 @@ def _load_file(path):
     try:
         info = json.loads(meta["minigrad"])
         info["step"], info["model_type"], info["config"]  # noqa: B018 - required keys
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as e:  # RecursionError: [[[[...
         raise CheckpointError(f"{path}: checkpoint metadata is corrupted: {e!r}") from None
+    _check_info(info, path)
     model_state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     optim_state = None
     if info.get("optimizer") is not None:
@@ -526,7 +567,10 @@ def _load_file(path):
     tok = info.get("tokenizer")
     if tok is not None:
         from minigrad.data.tokenizer import tokenizer_from_dict
-        tok = tokenizer_from_dict(tok)
+        try:
+            tok = tokenizer_from_dict(tok)
+        except Exception as e:  # noqa: BLE001 - any failure means a damaged tokenizer record
+            raise CheckpointError(f"{path}: the saved tokenizer cannot be rebuilt: {e!r}") from None
     return Checkpoint(path=path, step=info["step"], model_type=info["model_type"], config=info["config"],
                       model_state=model_state, optimizer_state=optim_state, rng=info.get("rng"),
                       tokenizer=tok, extra=info.get("extra"), optimizer_type=info.get("optimizer_type"))

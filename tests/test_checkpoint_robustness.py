@@ -259,3 +259,47 @@ def test_rwkv7_save_pretrained_writes_what_from_pretrained_reads(tmp_path, name)
     back = RWKV7.from_pretrained(path)
     assert all(np.array_equal(v.data, back.state_dict()[k].data) for k, v in model.state_dict().items())
     assert model.save_pretrained(str(tmp_path / "w")).endswith("w.safetensors")
+
+
+def _with_info(path, dest, **change):
+    """A copy of checkpoint `path` at `dest` whose metadata fields are replaced by `change`."""
+    tensors, meta = io.load_safetensors(path)
+    info = {**json.loads(meta["minigrad"]), **change}
+    meta = {k: v for k, v in meta.items() if not k.startswith("minigrad.")}
+    io.save_safetensors(dest, tensors, {**meta, "minigrad": json.dumps(info)})
+    return dest
+
+
+@pytest.mark.parametrize("change, field", [(dict(step=1.5), "step"), (dict(step=-100), "step"),
+                                           (dict(step="abc"), "step"), (dict(step=float("nan")), "step"),
+                                           (dict(step=True), "step"), (dict(rng=[1]), "rng"),
+                                           (dict(extra=[1]), "extra"), (dict(config=[1]), "config"),
+                                           (dict(optimizer_type=5), "optimizer_type"),
+                                           (dict(model_type=["gpt"]), "model_type"),
+                                           (dict(tokenizer=5), "tokenizer")])
+def test_checkpoint_metadata_of_the_wrong_type_is_a_checkpoint_error(saved, tmp_path, change, field):
+    # regression: step 1.5 / "abc" / -100, rng or extra lists were passed on to train --resume unchecked
+    bad = _with_info(saved[0], str(tmp_path / "ckpt_00000001.safetensors"), **change)
+    with pytest.raises(CheckpointError, match=f"metadata field '{field}' must be"):
+        io.load_checkpoint(bad)
+
+
+def test_damaged_tokenizer_record_skips_to_the_previous_checkpoint(saved, tmp_path):
+    # regression: tokenizer_from_dict's ValueError / KeyError escaped load_checkpoint(dir)'s fallback
+    path, _, good = saved
+    _with_info(path, str(tmp_path / "ckpt_00000001.safetensors"))
+    for step, tok in ((2, {"type": "zzz"}), (3, {"type": "char"})):
+        _with_info(path, str(tmp_path / f"ckpt_0000000{step}.safetensors"), step=step, tokenizer=tok)
+        with pytest.raises(CheckpointError, match="saved tokenizer cannot be rebuilt"):
+            io.load_checkpoint(str(tmp_path / f"ckpt_0000000{step}.safetensors"))
+    with pytest.warns(UserWarning, match="skipping damaged checkpoint"):
+        assert io.load_checkpoint(str(tmp_path)).step == 1
+
+
+def test_deeply_nested_checkpoint_metadata_is_a_checkpoint_error(saved, tmp_path):
+    # regression: json.loads raised RecursionError on [[[[...]]]]
+    tensors, meta = io.load_safetensors(saved[0])
+    bad = str(tmp_path / "deep.safetensors")
+    io.save_safetensors(bad, tensors, {"format": io.FORMAT, "minigrad": "[" * 100000 + "]" * 100000})
+    with pytest.raises(CheckpointError, match="metadata is corrupted"):
+        io.load_checkpoint(bad)

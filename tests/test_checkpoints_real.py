@@ -460,3 +460,206 @@ def test_rwkv7_matches_rwkv_package(tmp_path, monkeypatch):
     ref = RWKV(path[:-len(".pth")], "cpu fp32")
     want, _ = ref.forward(RWKV_IDS[0].tolist(), None, full_output=True)
     np.testing.assert_allclose(_logits(model, RWKV_IDS)[0], want.numpy(), atol=1e-4, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# hostile files (audit of the file readers): each must fail with a clear error, in a bounded
+# amount of memory and time; what could allocate or hang runs in a subprocess with RLIMIT_AS
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run_limited(code, timeout=120):
+    """Run `code` in a fresh interpreter capped at 4 GiB of address space; (exit code, output)."""
+    import subprocess
+    import sys
+    import textwrap
+    pre = "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+    proc = subprocess.run([sys.executable, "-c", pre + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, PYTHONPATH=ROOT))
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _saved_hf(path, n_layer=1):
+    GPT, GPTConfig = _gpt()
+    GPT(GPTConfig(vocab_size=16, d_model=16, n_layer=n_layer, n_head=2)).save_hf(str(path))
+    return str(path)
+
+
+def _write_index(path, weight_map):
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
+@pytest.mark.parametrize("value", ["../outside.safetensors", "/etc/passwd", 5, [5], ""])
+def test_hf_index_cannot_name_a_file_outside_the_model_directory(tmp_path, value):
+    # regression: weight_map values were joined to the directory unchecked; ../x and /etc/passwd were read
+    GPT, _ = _gpt()
+    model_dir = _saved_hf(tmp_path / "model")
+    os.replace(os.path.join(model_dir, "model.safetensors"), tmp_path / "outside.safetensors")
+    _write_index(model_dir, {"model.norm.weight": value})
+    match = r"index.json: weight_map value .* (relative file name|points outside)"
+    with pytest.raises(ValueError, match=match):
+        GPT.from_hf(model_dir)
+
+
+def test_hf_shard_that_is_a_fifo_is_rejected_not_opened(tmp_path):
+    # regression: open() of a FIFO shard blocked forever
+    code, out = _run_limited(f"""
+        import os, json
+        from minigrad.models import GPT, GPTConfig
+        d = {str(tmp_path / "m")!r}
+        GPT(GPTConfig(vocab_size=16, d_model=16, n_layer=1, n_head=2)).save_hf(d)
+        os.unlink(d + "/model.safetensors"); os.mkfifo(d + "/shard.safetensors")
+        json.dump({{"weight_map": {{"model.norm.weight": "shard.safetensors"}}}},
+                  open(d + "/model.safetensors.index.json", "w"))
+        try:
+            GPT.from_hf(d)
+        except ValueError as e:
+            print("raised:", e)
+    """, timeout=60)
+    assert code == 0 and "raised:" in out and "is not a regular file" in out, out
+
+
+def _split_shards(model_dir, second, extra_map=None):
+    """Split model.safetensors into a.safetensors / b.safetensors (`second`: names in b) + an index."""
+    from minigrad.io import load_safetensors, save_safetensors
+    tensors, _ = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    os.unlink(os.path.join(model_dir, "model.safetensors"))
+    first = {k: v for k, v in tensors.items() if k not in second}
+    save_safetensors(os.path.join(model_dir, "a.safetensors"), first)
+    save_safetensors(os.path.join(model_dir, "b.safetensors"), {k: tensors[k] for k in second})
+    weight_map = {k: "b.safetensors" if k in second else "a.safetensors" for k in tensors}
+    _write_index(model_dir, {**weight_map, **(extra_map or {})})
+    return tensors
+
+
+def test_hf_shards_must_hold_what_the_index_assigns(tmp_path):
+    # regression: shards were merged with dict.update: a tensor in two shards silently took the last copy,
+    # and a weight_map entry no shard holds was ignored
+    GPT, _ = _gpt()
+    good = _saved_hf(tmp_path / "good")
+    tensors = _split_shards(good, {"model.norm.weight"})
+    np.testing.assert_array_equal(_state(GPT.from_hf(good))["norm.weight"], tensors["model.norm.weight"])
+    twice = _saved_hf(tmp_path / "twice")
+    _split_shards(twice, {"model.norm.weight"})
+    from minigrad.io import load_safetensors, save_safetensors
+    a, _ = load_safetensors(os.path.join(twice, "a.safetensors"))
+    a["model.norm.weight"] = np.zeros(16, np.float32)
+    save_safetensors(os.path.join(twice, "a.safetensors"), a)
+    with pytest.raises(ValueError, match=r"a.safetensors: holds tensors \['model.norm.weight'\]"):
+        GPT.from_hf(twice)
+    ghost = _saved_hf(tmp_path / "ghost")
+    _split_shards(ghost, {"model.norm.weight"}, {"not.a.tensor": "b.safetensors"})
+    with pytest.raises(ValueError, match=r"b.safetensors: .* lacks \['not.a.tensor'\]"):
+        GPT.from_hf(ghost)
+
+
+_HOSTILE_SIZES = {
+    "hf_vocab": """
+        import json
+        from minigrad.models import GPT, GPTConfig
+        GPT(GPTConfig(vocab_size=16, d_model=16, n_layer=1, n_head=2)).save_hf(d)
+        c = json.load(open(d + "/config.json")); c["vocab_size"] = 2 ** 27
+        json.dump(c, open(d + "/config.json", "w"))
+        load = lambda: GPT.from_hf(d)""",
+    "hf_layers": """
+        import json
+        from minigrad.models import GPT, GPTConfig
+        GPT(GPTConfig(vocab_size=16, d_model=16, n_layer=1, n_head=2)).save_hf(d)
+        c = json.load(open(d + "/config.json")); c["num_hidden_layers"] = 10 ** 6
+        json.dump(c, open(d + "/config.json", "w"))
+        load = lambda: GPT.from_hf(d)""",
+    "checkpoint_vocab": """
+        from minigrad import io
+        from minigrad.models import GPT, GPTConfig
+        m = GPT(GPTConfig(vocab_size=16, d_model=32, n_layer=1, n_head=2))
+        p = io.save_checkpoint(d, 1, m, config={**io.config_to_dict(m.config), "vocab_size": 2 ** 27})
+        load = lambda: io.load_checkpoint(p).build_model()""",
+    "rwkv_zero_size": """
+        import numpy as np
+        from minigrad.io import load_safetensors, save_safetensors
+        from minigrad.models import RWKV7, RWKV7Config
+        m = RWKV7(RWKV7Config(vocab_size=16, d_model=32, n_layer=2, head_size=16))
+        p = m.save_pretrained(d + ".safetensors")
+        t, _ = load_safetensors(p); t["blocks.0.ffn.key.weight"] = np.zeros((2 ** 27, 0), np.float32)
+        save_safetensors(p, t)
+        load = lambda: RWKV7.from_pretrained(p)""",
+    "rwkv_block_index": """
+        import numpy as np
+        from minigrad.io import load_safetensors, save_safetensors
+        from minigrad.models import RWKV7, RWKV7Config
+        m = RWKV7(RWKV7Config(vocab_size=16, d_model=32, n_layer=2, head_size=16))
+        p = m.save_pretrained(d + ".safetensors")
+        t, _ = load_safetensors(p); t["blocks.1000000000000.att.x_r"] = t["blocks.0.att.x_r"]
+        save_safetensors(p, t)
+        load = lambda: RWKV7.from_pretrained(p)""",
+}
+
+
+@pytest.mark.parametrize("case, match", [
+    ("hf_vocab", r"shape mismatches: embed_tokens.weight: \(16, 16\)"),
+    ("hf_layers", "missing layers.1.self_attn.q_proj.weight"),
+    ("checkpoint_vocab", r"shape mismatches: embed_tokens.weight: \(16, 32\)"),
+    ("rwkv_zero_size", r"blocks.0.ffn.key.weight has shape \(134217728, 0\)"),
+    ("rwkv_block_index", r"block indices \[0, 1, 1000000000000\]")])
+def test_declared_sizes_are_checked_against_the_tensors_before_building(tmp_path, case, match):
+    # regression: the model was built from the sizes the file declares (8-16 GiB for a KB-sized file)
+    # before they were compared with the tensors in it
+    import re
+    import textwrap
+    code, out = _run_limited(f"d = {str(tmp_path / 'm')!r}\n" + textwrap.dedent(_HOSTILE_SIZES[case]) + """
+try:
+    load()
+except ValueError as e:
+    print("raised:", e)
+""")
+    assert code == 0 and "raised:" in out and re.search(match, out), out
+
+
+def _tiny_gguf(path, extra=None):
+    """A 1-layer Llama GGUF (d 8, ffn 16, vocab 16) with `extra` tensors added."""
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(0)
+    d, ffn, vocab = 8, 16, 16
+    shapes = {"token_embd.weight": (vocab, d), "output_norm.weight": (d,), "blk.0.attn_norm.weight": (d,),
+              "blk.0.attn_q.weight": (d, d), "blk.0.attn_k.weight": (d, d), "blk.0.attn_v.weight": (d, d),
+              "blk.0.attn_output.weight": (d, d), "blk.0.ffn_norm.weight": (d,),
+              "blk.0.ffn_gate.weight": (ffn, d), "blk.0.ffn_up.weight": (ffn, d),
+              "blk.0.ffn_down.weight": (d, ffn)}
+    tensors = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1), w.add_context_length(32), w.add_embedding_length(d), w.add_feed_forward_length(ffn)
+    w.add_head_count(2), w.add_head_count_kv(2), w.add_vocab_size(vocab)
+    for k, v in {**tensors, **(extra or {})}.items():
+        w.add_tensor(k, v)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    return str(path)
+
+
+def test_gguf_overlapping_tensor_data_is_rejected(tmp_path):
+    # regression: a tensor whose offset pointed into another tensor's data loaded as that data
+    import struct
+    GPT, _ = _gpt()
+    path = _tiny_gguf(tmp_path / "a.gguf")
+    raw = bytearray(open(path, "rb").read())
+    name = b"blk.0.ffn_down.weight"
+    at = raw.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+    n_dims = struct.unpack_from("<I", raw, at)[0]
+    struct.pack_into("<Q", raw, at + 4 + 8 * n_dims + 4, 0)  # ffn_down now starts where token_embd does
+    open(path, "wb").write(raw)
+    with pytest.raises(ValueError, match="overlaps"):
+        GPT.from_gguf(path)
+
+
+@pytest.mark.parametrize("alias", ["blk.00.attn_q.weight", "blk.+0.attn_q.weight", "blk. 0.attn_q.weight"])
+def test_gguf_block_indices_must_be_canonical(tmp_path, alias):
+    # regression: int() mapped blk.00 onto layer 0, and the later tensor silently replaced blk.0's
+    from minigrad.models.gguf_llama import gguf_name_to_gpt
+    GPT, _ = _gpt()
+    assert gguf_name_to_gpt(alias) is None
+    assert gguf_name_to_gpt("blk.10.attn_q.weight") == "layers.10.self_attn.q_proj.weight"
+    path = _tiny_gguf(tmp_path / "b.gguf", {alias: np.full((8, 8), 7.0, np.float32)})
+    with pytest.raises(UnsupportedCheckpointError, match="no place for"):
+        GPT.from_gguf(path)

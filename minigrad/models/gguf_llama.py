@@ -122,9 +122,24 @@ def gguf_name_to_gpt(name):
     if name in _TOP_NAMES:
         return _TOP_NAMES[name]
     parts = name.split(".", 2)
-    if len(parts) == 3 and parts[0] == "blk" and parts[2] in _BLOCK_NAMES:
-        return f"layers.{int(parts[1])}.{_BLOCK_NAMES[parts[2]]}"
+    if len(parts) == 3 and parts[0] == "blk" and parts[2] in _BLOCK_NAMES and _is_index(parts[1]):
+        return f"layers.{parts[1]}.{_BLOCK_NAMES[parts[2]]}"
     return None
+
+
+def _is_index(text):
+    """A canonical decimal block index ("0", "12"; not "00", "+1", " 1" or "١"), so that two GGUF
+    names cannot map onto one layer."""
+    return text.isascii() and text.isdigit() and str(int(text)) == text
+
+
+def _check_layout(reader, path):
+    """ValueError naming two tensors whose data ranges in the file overlap (one would alias the other)."""
+    spans = sorted((int(t.data_offset), int(t.data_offset) + int(t.n_bytes), t.name) for t in reader.tensors)
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+        if begin < end:
+            raise ValueError(f"GPT.from_gguf: {path}: the data of tensor {second!r} overlaps that of "
+                             f"{first!r}; the file is corrupted")
 
 
 def read_gguf(path):
@@ -138,6 +153,9 @@ def read_gguf(path):
         raise ValueError(f"GPT.from_gguf: {path} is not a readable GGUF file (truncated or corrupted?): "
                          f"{type(e).__name__}: {e}") from None
     names = {t.name for t in reader.tensors}
+    if len(names) != len(reader.tensors):
+        raise ValueError(f"GPT.from_gguf: {path}: a tensor name appears twice")
+    _check_layout(reader, path)
     kwargs = config_from_gguf(reader, names, path)
     state, unknown = {}, []
     for t in reader.tensors:
@@ -145,6 +163,8 @@ def read_gguf(path):
         if name is None:
             unknown.append(t.name)
             continue
+        if name in state:  # cannot happen with canonical names; kept as the invariant
+            raise ValueError(f"GPT.from_gguf: {path}: two tensors map onto {name}")
         w = gguf.quants.dequantize(t.data, t.tensor_type)
         w = np.asarray(w, dtype=np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
         if name.endswith("q_proj.weight"):

@@ -88,6 +88,24 @@ class GPTConfig:
         out["n_kv_head"] = self.kv_heads
         return out
 
+    def param_shapes(self):
+        """Yield (name, shape) of every parameter, lazily: a file can be checked against a huge
+        declared config without materialising it."""
+        C, hd, F = self.d_model, self.head_dim, self.ffn_hidden
+        yield "embed_tokens.weight", (self.vocab_size, C)
+        for i in range(self.n_layer):
+            pre = f"layers.{i}."
+            yield from ((pre + "self_attn.q_proj.weight", (self.n_head * hd, C)),
+                        (pre + "self_attn.k_proj.weight", (self.kv_heads * hd, C)),
+                        (pre + "self_attn.v_proj.weight", (self.kv_heads * hd, C)),
+                        (pre + "self_attn.o_proj.weight", (C, self.n_head * hd)),
+                        (pre + "mlp.gate_proj.weight", (F, C)), (pre + "mlp.up_proj.weight", (F, C)),
+                        (pre + "mlp.down_proj.weight", (C, F)), (pre + "input_layernorm.weight", (C,)),
+                        (pre + "post_attention_layernorm.weight", (C,)))
+        yield "norm.weight", (C,)
+        if not self.tie_embeddings:
+            yield "lm_head.weight", (self.vocab_size, C)
+
     @property
     def kv_heads(self):
         return self.n_kv_head or self.n_head

@@ -17,7 +17,13 @@ import warnings
 
 import numpy as np
 
-from minigrad.io import atomic_write_bytes, check_import_dtypes, decode_safetensors, save_safetensors
+from minigrad.io import (
+    atomic_write_bytes,
+    check_import_dtypes,
+    check_shapes,
+    decode_safetensors,
+    save_safetensors,
+)
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_int
 
 PREFIX = "model."
@@ -145,27 +151,64 @@ def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: [[[[...
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{path}: holds a JSON {type(obj).__name__}, expected an object")
     return obj
 
 
-def weight_files(path):
-    """The safetensors files of an HF checkpoint directory (one file, or the shards of an index)."""
+def _shard_path(path, index, name):
+    """`path`/`name` for a weight_map value: ValueError naming the index for a non-string, absolute or
+    out-of-directory name, or a shard that is not a regular file (a FIFO would block open())."""
+    if not isinstance(name, str) or not name or os.path.isabs(name):
+        raise ValueError(f"{index}: weight_map value {name!r} must be a relative file name")
+    root = os.path.realpath(path)
+    file = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([root, file]) != root:
+        raise ValueError(f"{index}: weight_map value {name!r} points outside {path}")
+    if not os.path.isfile(file):
+        raise ValueError(f"{index}: shard {name!r} is not a regular file in {path}")
+    return file
+
+
+def weight_shards(path):
+    """[(file, names)] of an HF checkpoint directory: one model.safetensors (names None: all of it),
+    or each shard of an index with the tensor names its weight_map assigns to it."""
     index = os.path.join(path, INDEX_NAME)
     single = os.path.join(path, WEIGHTS_NAME)
     if os.path.isfile(index):
         weight_map = _read_json(index).get("weight_map")
         if not isinstance(weight_map, dict):
             raise ValueError(f"{index}: no 'weight_map' object; not a safetensors index")
-        return [os.path.join(path, name) for name in sorted(set(weight_map.values()))]
+        shards = {}
+        for tensor, name in weight_map.items():
+            shards.setdefault(_shard_path(path, index, name), set()).add(tensor)
+        return sorted(shards.items())
     if os.path.isfile(single):
-        return [single]
+        return [(single, None)]
     others = sorted(n for n in os.listdir(path) if n.endswith((".bin", ".pt", ".pth", ".safetensors")))
     raise FileNotFoundError(f"{path}: no {WEIGHTS_NAME} or {INDEX_NAME}"
                             + (f" (found {others}; save with safe_serialization=True)" if others else ""))
+
+
+def weight_files(path):
+    """The safetensors files of an HF checkpoint directory (one file, or the shards of an index)."""
+    return [file for file, _ in weight_shards(path)]
+
+
+def read_weights(path):
+    """name -> array of an HF checkpoint directory. With an index, every shard must hold exactly
+    the tensors the weight_map assigns to it (ValueError naming the shard otherwise)."""
+    state = {}
+    for file, names in weight_shards(path):
+        tensors = read_safetensors_file(file)
+        if names is not None and set(tensors) != names:
+            extra, lacking = sorted(set(tensors) - names)[:6], sorted(names - set(tensors))[:6]
+            raise ValueError(f"{file}: holds tensors {extra} that {INDEX_NAME} does not assign to it "
+                             f"and lacks {lacking}")
+        state.update(tensors)
+    return state
 
 
 def hf_to_gpt_names(state, tie_embeddings):
@@ -190,15 +233,10 @@ def load_gpt_state(cls, config_kwargs, state, dtype=np.float32, source="checkpoi
     """A `cls` model (GPT) of `config_kwargs` carrying `state` (GPT names), cast to `dtype`."""
     from minigrad.models.gpt import GPTConfig
 
-    model = _build(cls, GPTConfig(**config_kwargs), dtype)
+    config = GPTConfig(**config_kwargs)
+    check_shapes(config.param_shapes(), state, f"{source} (GPT({config_kwargs}))")  # before allocating
+    model = _build(cls, config, dtype)
     own = {k: _array(v) for k, v in model.state_dict().items()}
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    bad_shapes = [f"{k}: {tuple(state[k].shape)} vs {own[k].shape}"
-                  for k in sorted(set(own) & set(state)) if tuple(state[k].shape) != own[k].shape]
-    if missing or unexpected or bad_shapes:
-        raise ValueError(f"{source} does not fit GPT({config_kwargs}): missing {missing[:6]}, "
-                         f"unexpected {unexpected[:6]}, shape mismatches {bad_shapes[:6]}")
     check_import_dtypes(state, {k: v.dtype for k, v in own.items()}, source)
     model.load_state_dict({k: np.ascontiguousarray(v, dtype=own[k].dtype) for k, v in state.items()})
     return model
@@ -219,10 +257,7 @@ def load_hf(cls, path, dtype=np.float32):
         raise FileNotFoundError(f"GPT.from_hf: {path} has no {CONFIG_NAME}")
     hf = _read_json(config_path)
     kwargs = config_from_hf(hf, config_path)
-    state = {}
-    for file in weight_files(path):
-        state.update(read_safetensors_file(file))
-    state = hf_to_gpt_names(state, kwargs["tie_embeddings"])
+    state = hf_to_gpt_names(read_weights(path), kwargs["tie_embeddings"])
     model = load_gpt_state(cls, kwargs, state, dtype, source=path)
     model.tokenizer = _load_tokenizer(path, hf)
     return model

@@ -161,6 +161,7 @@ class RWKV7(Module):
         arrays = {k: np.asarray(v.data if isinstance(v, Tensor) else v) for k, v in state_dict.items()}
         config = config_from_state_dict(arrays)
         dtype = np.float64 if arrays["emb.weight"].dtype == np.float64 else np.float32
+        arrays = cls._checked(config, arrays)  # before _build allocates what the shapes declare
         model = cls.__new__(cls)
         Module.__init__(model)
         model._build(config, dtype)  # no official init: every parameter is overwritten next
@@ -168,10 +169,17 @@ class RWKV7(Module):
         return model
 
     def _load_arrays(self, arrays):
-        """Check names, shapes and kinds (errors name the tensor), then copy in at the model's dtype."""
+        """Copy checked arrays in at the model's dtype."""
+        arrays = self._checked(self.config, arrays)
+        self.load_state_dict({k: np.asarray(v, dtype=self.dtype) for k, v in arrays.items()})
+
+    @staticmethod
+    def _checked(config, arrays):
+        """`arrays` less layer 0's v0/v1/v2, after checking names, shapes and kinds against `config`
+        (KeyError / ValueError / TypeError naming the tensor)."""
         ignored = {f"blocks.0.att.{n}" for n in ("v0", "v1", "v2")}
         arrays = {k: v for k, v in arrays.items() if k not in ignored}
-        shapes = expected_shapes(self.config)
+        shapes = expected_shapes(config)
         missing = sorted(set(shapes) - set(arrays))
         unexpected = sorted(set(arrays) - set(shapes))
         if missing or unexpected:
@@ -182,7 +190,7 @@ class RWKV7(Module):
                 raise ValueError(f"RWKV7: {name} has shape {value.shape}, expected {shape}")
             if not np.issubdtype(value.dtype, np.floating):
                 raise TypeError(f"RWKV7: {name} must be floating point, got {value.dtype}")
-        self.load_state_dict({k: np.asarray(v, dtype=self.dtype) for k, v in arrays.items()})
+        return arrays
 
     from_pretrained = classmethod(load_rwkv7)  # RWKV7.from_pretrained(path): official .pth / .safetensors
     save_pretrained = save_rwkv7  # model.save_pretrained(path): safetensors, or torch for .pth/.pt/.bin

@@ -56,6 +56,10 @@ class RWKV7Config:
     def n_head(self):
         return self.d_model // self.head_size
 
+    def param_shapes(self):
+        """Yield (name, shape) of every parameter lazily (see `iter_shapes`)."""
+        return iter_shapes(self)
+
 
 def _orthogonal(rng, shape, gain):
     """torch.nn.init.orthogonal_ in numpy: rows (or columns) orthonormal, times `gain`."""
@@ -132,11 +136,17 @@ def official_init(cfg, seed=None, dtype=np.float32):
 
 def expected_shapes(cfg):
     """name -> shape of every parameter of `cfg`, in the official order."""
+    return dict(iter_shapes(cfg))
+
+
+def iter_shapes(cfg):
+    """Yield (name, shape) of every parameter of `cfg` lazily, one block at a time."""
     C, H, N = cfg.d_model, cfg.n_head, cfg.head_size
-    shapes = {"emb.weight": (cfg.vocab_size, C)}
+    yield "emb.weight", (cfg.vocab_size, C)
     vec = (1, 1, C)
     for layer in range(cfg.n_layer):
         pre = f"blocks.{layer}."
+        shapes = {}
         for ln in (("ln0", "ln1", "ln2") if layer == 0 else ("ln1", "ln2")):
             shapes[pre + ln + ".weight"] = shapes[pre + ln + ".bias"] = (C,)
         att = {f"x_{c}": vec for c in "rwkvag"}
@@ -150,8 +160,8 @@ def expected_shapes(cfg):
         shapes.update({pre + "att." + k: v for k, v in att.items()})
         shapes.update({pre + "ffn.x_k": vec, pre + "ffn.key.weight": (cfg.ffn_hidden, C),
                        pre + "ffn.value.weight": (C, cfg.ffn_hidden)})
-    shapes.update({"ln_out.weight": (C,), "ln_out.bias": (C,), "head.weight": (cfg.vocab_size, C)})
-    return shapes
+        yield from shapes.items()
+    yield from {"ln_out.weight": (C,), "ln_out.bias": (C,), "head.weight": (cfg.vocab_size, C)}.items()
 
 
 def config_from_state_dict(arrays):
@@ -159,6 +169,8 @@ def config_from_state_dict(arrays):
     try:
         V, C = arrays["emb.weight"].shape
         layers = {int(k.split(".")[1]) for k in arrays if k.startswith("blocks.")}
+        if max(layers) >= len(layers):  # checked before any range(): blocks.1000000000000.* is one key
+            raise ValueError(f"block indices {sorted(layers)[:8]} are not 0..{len(layers) - 1}")
         n_layer = max(layers) + 1
         H, N = arrays["blocks.0.att.r_k"].shape
         cfg = RWKV7Config(
@@ -175,3 +187,4 @@ def config_from_state_dict(arrays):
     if layers != set(range(n_layer)):
         raise ValueError(f"RWKV7.from_state_dict: block indices {sorted(layers)} are not 0..{n_layer - 1}")
     return cfg
+
