@@ -368,22 +368,33 @@ def check_import_dtypes(arrays, expected, source):
         raise TypeError(f"{source}: weights must be floating point: {_listing(problems)}")
 
 
+def _fit_problems(expected, arrays, stop_at_missing=False):
+    """Problems of `arrays` (name -> array) against `expected`, (name, shape) pairs consumed lazily:
+    missing and unexpected keys, shape mismatches ("name: checkpoint (..) vs model (..)"). With
+    stop_at_missing the walk ends at the first missing name, so a file declaring 10**6 layers is
+    rejected without walking them (unexpected keys are then not listed)."""
+    seen, missing, shapes = set(), [], []
+    for name, shape in expected:
+        if name not in arrays:
+            missing.append(name)
+            if stop_at_missing:
+                break
+            continue
+        seen.add(name)
+        if tuple(arrays[name].shape) != tuple(shape):
+            shapes.append(f"{name}: checkpoint {tuple(arrays[name].shape)} vs model {tuple(shape)}")
+    unexpected = [] if missing and stop_at_missing else sorted(set(arrays) - seen)
+    return [f"{what}: {_listing(items)}" for what, items in
+            (("missing keys", sorted(missing)), ("unexpected keys", unexpected), ("shape mismatches", shapes))
+            if items]
+
+
 def check_state_compatible(model, state, source="checkpoint"):
     """Raise CheckpointError naming every missing/unexpected key and shape/dtype mismatch (a
     minigrad checkpoint must have exactly the model's dtypes: no silent casts)."""
-    own = {k: _as_array(v) for k, v in model.state_dict().items()}
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {own[k].shape}"
-              for k in sorted(set(own) & set(state)) if tuple(state[k].shape) != own[k].shape]
+    own = {name: t.data for name, t in model._state_items()}     # the arrays themselves, no copies
+    problems = _fit_problems(((k, v.shape) for k, v in own.items()), state)
     dtypes = dtype_problems(state, {k: v.dtype for k, v in own.items()})
-    problems = []
-    if missing:
-        problems.append(f"missing keys: {_listing(missing)}")
-    if unexpected:
-        problems.append(f"unexpected keys: {_listing(unexpected)}")
-    if shapes:
-        problems.append("shape mismatches: " + _listing(shapes))
     if dtypes:
         problems.append("dtype mismatches: " + _listing(dtypes))
     if problems:
@@ -394,17 +405,7 @@ def check_shapes(shapes, arrays, source):
     """Compare (name, shape) pairs (an iterator, consumed lazily) with `arrays` before any model is
     built: CheckpointError naming `source` and the (first) missing, unexpected and mis-shaped
     tensors. Stops at the first missing tensor, so a file declaring 10**6 layers fails at once."""
-    seen, missing, bad = set(), [], []
-    for name, shape in shapes:
-        if name not in arrays:
-            missing.append(name)
-            break
-        seen.add(name)
-        if tuple(arrays[name].shape) != tuple(shape):
-            bad.append(f"{name}: {tuple(arrays[name].shape)} vs {tuple(shape)}")
-    unexpected = sorted(set(arrays) - seen) if not missing else []
-    problems = [f"{what} {_listing(items, 6)}" for what, items in
-                (("missing", missing), ("unexpected", unexpected), ("shape mismatches:", bad)) if items]
+    problems = _fit_problems(shapes, arrays, stop_at_missing=True)
     if problems:
         raise CheckpointError(f"{source} does not fit its declared config: " + " | ".join(problems))
 

@@ -599,9 +599,9 @@ _HOSTILE_SIZES = {
 
 
 @pytest.mark.parametrize("case, match", [
-    ("hf_vocab", r"shape mismatches: embed_tokens.weight: \(16, 16\)"),
-    ("hf_layers", "missing layers.1.self_attn.q_proj.weight"),
-    ("checkpoint_vocab", r"shape mismatches: embed_tokens.weight: \(16, 32\)"),
+    ("hf_vocab", r"shape mismatches: embed_tokens.weight: checkpoint \(16, 16\)"),
+    ("hf_layers", "missing keys: layers.1.self_attn.q_proj.weight"),
+    ("checkpoint_vocab", r"shape mismatches: embed_tokens.weight: checkpoint \(16, 32\)"),
     ("rwkv_zero_size", r"blocks.0.ffn.key.weight has shape \(134217728, 0\)"),
     ("rwkv_block_index", r"block indices \[0, 1, 1000000000000\]")])
 def test_declared_sizes_are_checked_against_the_tensors_before_building(tmp_path, case, match):

@@ -309,3 +309,13 @@ def test_frozen_pack_is_per_thread():
         t.join()
     assert seen == [True] and missing == []
     assert all(m.packed_weight().requires_grad for m in packs)
+
+
+@pytest.mark.parametrize("tie,n_kv", [(True, None), (False, 1)])
+def test_param_shapes_is_the_models_state_dict(tie, n_kv):
+    # GPTConfig.param_shapes restates the model's structure for checks made before building it;
+    # the two must not drift apart
+    cfg = GPTConfig(vocab_size=37, d_model=24, n_layer=3, n_head=4, n_kv_head=n_kv, ffn_hidden=40,
+                    tie_embeddings=tie)
+    model = GPT(cfg)
+    assert list(cfg.param_shapes()) == [(k, v.shape) for k, v in model.state_dict().items()]

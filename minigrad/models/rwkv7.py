@@ -169,8 +169,8 @@ class RWKV7(Module):
         return model
 
     def _load_arrays(self, arrays):
-        """Copy checked arrays in at the model's dtype."""
-        arrays = self._checked(self.config, arrays)
+        """Copy arrays already checked against the config (`_checked`, or official_init's own) in at
+        the model's dtype."""
         self.load_state_dict({k: np.asarray(v, dtype=self.dtype) for k, v in arrays.items()})
 
     @staticmethod
