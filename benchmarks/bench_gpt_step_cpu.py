@@ -13,6 +13,9 @@ import resource
 import sys
 import time
 
+import minigrad  # noqa: F401  (first: it sets OPENBLAS_THREAD_TIMEOUT before numpy loads)
+
+# isort: split
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -5,9 +5,13 @@
 Prints best-of-3 times (ms). The scatter-add rows compare np.add.at with the sort + np.add.reduceat
 that minigrad.ops.indexing.scatter_add_rows uses.
 """
+import argparse
 import math
 import time
 
+import minigrad  # noqa: F401  (first: it sets OPENBLAS_THREAD_TIMEOUT before numpy loads)
+
+# isort: split
 import numpy as np
 
 from minigrad.ops import special
@@ -57,5 +61,7 @@ def erf_table():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     scatter_table()
     erf_table()

@@ -8,9 +8,10 @@ numerical work is negligible and the time is the framework's own bookkeeping.
 import argparse
 import time
 
-import numpy as np
+import minigrad as mg  # (first: it sets OPENBLAS_THREAD_TIMEOUT before numpy loads)
 
-import minigrad as mg
+# isort: split
+import numpy as np
 
 
 def _time(fn, repeat):
