@@ -76,13 +76,15 @@ MG_CLONES static void mg_silu_mul_f(const float* g, const float* u, float* h, lo
     for (long j = 0; j < n; j++) h[j] = g[j] / (1.0f + mg_expf(-g[j])) * u[j];
 }
 
-/* gg = gh * u * s * (1 + g (1 - s)),  gu = gh * g * s,  s = sigmoid(g) */
+/* gg = gh * u * s * (1 + g (1 - s)),  gu = gh * (g * s),  s = sigmoid(g)
+   (silu first, as autograd of silu(g) * u does: gh * g can overflow to inf where s is 0, which gave
+   NaN, e.g. g = -3e38, gh = -2.5; g * s never overflows, 0 <= s <= 1) */
 MG_CLONES static void mg_silu_mul_backward_f(const float* gh, const float* g, const float* u,
                                              float* gg, float* gu, long n) {
     for (long j = 0; j < n; j++) {
         float s = 1.0f / (1.0f + mg_expf(-g[j]));
         gg[j] = gh[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
-        gu[j] = gh[j] * g[j] * s;
+        gu[j] = gh[j] * (g[j] * s);
     }
 }
 

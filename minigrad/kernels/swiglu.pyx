@@ -2,7 +2,11 @@
 
 With s = sigmoid(g):  dsilu/dg = s * (1 + g * (1 - s)), so
     gg = gh * u * s * (1 + g * (1 - s))
-    gu = gh * g * s
+    gu = gh * (g * s)
+silu(g) = g * s is formed first, as autograd of silu(g) * u does (PyTorch included): gh * g can
+overflow to inf where s is exactly 0 (g = -3e38, gh = -2.5), and inf * 0 gave a NaN gu where the
+answer is 0; g * s cannot overflow (0 <= s <= 1). The gg product keeps PyTorch's order,
+((gh * u) * s) * (1 + g (1 - s)), so it is inf / NaN exactly where PyTorch's is.
 Elementwise: `prange` over rows, one row of F features each, handed out dynamically in tasks of
 32 rows (on a machine shared with other jobs a preempted thread then no longer holds up the pass,
 as it does with two static halves). Rows may be strided (gate and up read as the two halves of one
@@ -52,7 +56,7 @@ def swiglu_forward(const floating[:, :] gate, const floating[:, :] up, floating[
 # gh: (N, F), gate, up: (N, F) views with contiguous rows -> ggate, gup: (N, F) views
 def swiglu_backward(const floating[:, ::1] gh, const floating[:, :] gate,
                     const floating[:, :] up, floating[:, :] ggate, floating[:, :] gup):
-    """ggate = gh * up * s * (1 + gate * (1 - s)), gup = gh * gate * s, s = sigmoid(gate)."""
+    """ggate = gh * up * s * (1 + gate * (1 - s)), gup = gh * (gate * s), s = sigmoid(gate)."""
     check_kernel_args("swiglu_backward", "gh:N,F gate:N,F up:N,F ggate:N,F gup:N,F",
                       gh, gate, up, ggate, gup)
     _check_rows("swiglu_backward", "gate up ggate gup", gate, up, ggate, gup)
@@ -77,4 +81,4 @@ def swiglu_backward(const floating[:, ::1] gh, const floating[:, :] gate,
                     g = gr[f]
                     s = _sigmoid(g)
                     ggr[f] = ghr[f] * ur[f] * s * (1 + g * (1 - s))
-                    gur[f] = ghr[f] * g * s
+                    gur[f] = ghr[f] * (g * s)

@@ -10,7 +10,7 @@ from minigrad.ops._common import rows
 class SwiGLU(Function):
     """gate, up (..., F) -> silu(gate) * up; saves gate, up.
 
-    Backward (s = sigmoid(gate)): ggate = gh * up * s * (1 + gate * (1 - s)),  gup = gh * gate * s.
+    Backward (s = sigmoid(gate)): ggate = gh * up * s * (1 + gate * (1 - s)),  gup = gh * (gate * s).
     """
 
     @staticmethod
