@@ -247,6 +247,30 @@ def test_unreadable_pth_is_a_checkpoint_error(tmp_path):
             RWKV7.from_pretrained(str(cut))
 
 
+@pytest.mark.parametrize("change, match", [
+    (lambda st, t: {**st, 5: t.zeros(3)}, "5: its key is of type int, not a string"),
+    (lambda st, t: {**{"module." + k: v for k, v in st.items()}, (1, 2): t.zeros(3)},
+     r"\(1, 2\): its key is of type tuple"),
+    (lambda st, t: {**st, "head.weight": {"w": st["head.weight"]}},
+     "'head.weight' holds a value of type dict"),
+    (lambda st, t: {"state_dict": st, "epoch": 3}, "'state_dict' holds a value of type dict"),
+    (lambda st, t: {**st, "version": 7}, "'version' holds a value of type int, not a tensor"),
+    (lambda st, t: {**st, "head.weight": st["head.weight"].to_sparse()}, "'head.weight' is a tensor numpy"),
+])
+def test_malformed_pth_entries_are_named(tmp_path, change, match):
+    # regression: an int key raised AttributeError / TypeError from deep inside; non-tensor values were
+    # silently dropped (then reported as "missing", or not at all); a sparse tensor gave torch's TypeError
+    torch = pytest.importorskip("torch")
+    from minigrad.models import RWKV7
+    from minigrad.models.rwkv7_io import official_state
+
+    state = {k: torch.from_numpy(v) for k, v in official_state(Trainer("rwkv7").model).items()}
+    path = tmp_path / "bad.pth"
+    torch.save(change(state, torch), path)
+    with pytest.raises(CheckpointError, match=f"bad.pth: state dict entry {match}"):
+        RWKV7.from_pretrained(str(path))
+
+
 @pytest.mark.parametrize("name", ["w.pt", "w.bin", "w.pth"])
 def test_rwkv7_save_pretrained_writes_what_from_pretrained_reads(tmp_path, name):
     # regression: save_pretrained("w.pt") wrote w.pt.safetensors, while from_pretrained reads .pt as torch

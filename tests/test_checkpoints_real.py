@@ -618,8 +618,9 @@ except ValueError as e:
     assert code == 0 and "raised:" in out and re.search(match, out), out
 
 
-def _tiny_gguf(path, extra=None):
-    """A 1-layer Llama GGUF (d 8, ffn 16, vocab 16) with `extra` tensors added."""
+def _tiny_gguf(path, extra=None, meta=None):
+    """A 1-layer Llama GGUF (d 8, ffn 16, vocab 16) with `extra` tensors added and `meta` fields
+    ({key: (value, GGUFValueType name[, array item type name])}) added or overwritten."""
     gguf = pytest.importorskip("gguf")
     rng = np.random.default_rng(0)
     d, ffn, vocab = 8, 16, 16
@@ -632,6 +633,8 @@ def _tiny_gguf(path, extra=None):
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_block_count(1), w.add_context_length(32), w.add_embedding_length(d), w.add_feed_forward_length(ffn)
     w.add_head_count(2), w.add_head_count_kv(2), w.add_vocab_size(vocab)
+    for key, (value, *types) in (meta or {}).items():
+        w.add_key_value(key, value, *(gguf.GGUFValueType[t] for t in types))
     for k, v in {**tensors, **(extra or {})}.items():
         w.add_tensor(k, v)
     w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
@@ -662,4 +665,77 @@ def test_gguf_block_indices_must_be_canonical(tmp_path, alias):
     assert gguf_name_to_gpt("blk.10.attn_q.weight") == "layers.10.self_attn.q_proj.weight"
     path = _tiny_gguf(tmp_path / "b.gguf", {alias: np.full((8, 8), 7.0, np.float32)})
     with pytest.raises(UnsupportedCheckpointError, match="no place for"):
+        GPT.from_gguf(path)
+
+
+@pytest.mark.parametrize("key, value, types, match", [
+    ("llama.attention.head_count", 0, ["UINT32"], "head_count must be an int >= 1, got 0"),
+    ("llama.attention.head_count_kv", 0, ["UINT32"], "head_count_kv must be an int >= 1, got 0"),
+    ("llama.block_count", -1, ["INT32"], "block_count must be an int >= 1, got -1"),
+    ("llama.vocab_size", 0, ["UINT32"], "vocab_size must be an int >= 1, got 0"),
+    ("llama.embedding_length", 8.7, ["FLOAT32"], "embedding_length must be an int, got 8.6999"),
+    ("llama.embedding_length", 8.0, ["FLOAT32"], "embedding_length must be an int, got 8.0"),
+    ("llama.embedding_length", True, ["BOOL"], "embedding_length must be an int, got True"),
+    ("llama.embedding_length", "8", ["STRING"], "embedding_length must be an int, got '8'"),
+    ("llama.feed_forward_length", [16], ["ARRAY", "UINT32"],
+     r"feed_forward_length must be an int, got \[16\]"),
+    ("llama.rope.dimension_count", 4.5, ["FLOAT32"], "dimension_count must be an int, got 4.5"),
+    ("llama.rope.freq_base", "1e4", ["STRING"], "freq_base must be a number, got '1e4'"),
+    ("llama.attention.layer_norm_rms_epsilon", float("nan"), ["FLOAT32"],
+     "layer_norm_rms_epsilon must be a finite positive number, got nan"),
+    ("llama.embedding_length", b"\xff8", ["STRING"], "llama.embedding_length is not valid UTF-8"),
+    ("general.architecture", b"\xffllama", ["STRING"], "general.architecture is not valid UTF-8"),
+])
+def test_gguf_metadata_values_are_checked_and_named(tmp_path, key, value, types, match):
+    # regression: head_count 0 raised ZeroDivisionError, 8.7 / "8" loaded as 8 (int()), other bad values
+    # and non-UTF-8 strings raised errors that named neither the file nor the key
+    GPT, _ = _gpt()
+    path = _tiny_gguf(tmp_path / "m.gguf", meta={key: (value, *types)})
+    with pytest.raises(ValueError, match=match) as info:
+        GPT.from_gguf(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("meta, match", [
+    ({}, "tokenizer.ggml.tokens must be a list of strings, got None"),
+    ({"tokenizer.ggml.tokens": (list(range(16)), "ARRAY", "INT32")}, "tokens must be a list of strings"),
+    ({"tokenizer.ggml.tokens": ("abcdefghijklmnop", "STRING")}, "tokens must be a list of strings"),
+    ({"tokenizer.ggml.tokens": ([b"\xff"] * 16, "ARRAY", "STRING")}, "tokens is not valid UTF-8"),
+    ({"tokenizer.ggml.merges": (["ab"], "ARRAY", "STRING")}, "merges must be a list of 'left right' strings"),
+    ({"tokenizer.ggml.token_type": ([1] * 15, "ARRAY", "INT32")}, "token_type must be a list of 16 ints"),
+    ({"tokenizer.ggml.eos_token_id": ("x", "STRING")}, "eos_token_id must be an int, got 'x'"),
+])
+def test_gguf_tokenizer_fields_are_checked_and_named(tmp_path, meta, match):
+    # regression: non-string merges raised AttributeError, a string `tokens` became a 16-character
+    # vocabulary, an out-of-range eos id was kept; none of the errors named the field
+    GPT, _ = _gpt()
+    pytest.importorskip("tokenizers")
+    tokens = {"tokenizer.ggml.tokens": ([chr(ord("a") + i) for i in range(16)], "ARRAY", "STRING")}
+    path = _tiny_gguf(tmp_path / "t.gguf", meta={"tokenizer.ggml.model": ("gpt2", "STRING"),
+                                                 **({} if meta == {} else tokens), **meta})
+    with pytest.raises(ValueError, match=match) as info:
+        GPT.from_gguf(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert GPT.from_gguf(path, tokenizer=False).tokenizer is None
+
+
+def test_gguf_out_of_range_special_token_is_dropped_with_a_warning(tmp_path):
+    # regression: an eos id past the vocabulary was kept (llama.cpp warns and ignores it)
+    GPT, _ = _gpt()
+    pytest.importorskip("tokenizers")
+    path = _tiny_gguf(tmp_path / "t.gguf", meta={
+        "tokenizer.ggml.model": ("gpt2", "STRING"),
+        "tokenizer.ggml.tokens": ([chr(ord("a") + i) for i in range(16)], "ARRAY", "STRING"),
+        "tokenizer.ggml.eos_token_id": (16, "UINT32")})
+    with pytest.warns(UserWarning, match=r"eos_token_id = 16 is outside the vocabulary \[0, 16\)"):
+        model = GPT.from_gguf(path)
+    assert model.tokenizer.eos_token_id is None
+
+
+def test_gguf_qk_rows_that_do_not_split_into_heads_are_named(tmp_path):
+    # regression: unpermuting a (6, 8) attn_k failed in numpy's reshape, naming no tensor
+    from minigrad.io import CheckpointError
+    GPT, _ = _gpt()
+    path = _tiny_gguf(tmp_path / "k.gguf", {"blk.0.attn_k.weight": np.ones((6, 8), np.float32)})
+    with pytest.raises(CheckpointError, match=r"k_proj.weight: checkpoint \(6, 8\) vs model \(8, 8\)"):
         GPT.from_gguf(path)

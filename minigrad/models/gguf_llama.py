@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from minigrad.kernels.validate import check_finite_scalar, check_int
 from minigrad.models.hf_llama import UnsupportedCheckpointError, load_gpt_state
 
 # GGUF tensor name (per block after `blk.N.`) -> GPT (HF Llama) name
@@ -56,20 +57,24 @@ def _require_gguf():
     return gguf
 
 
-def field_value(reader, key, default=None):
-    """The Python value of a GGUF metadata field (str, number, bool or list), or `default`."""
+def field_value(reader, key, default=None, where="GGUF"):
+    """The Python value of a GGUF metadata field (str, number, bool or list), or `default`.
+    A string that is not UTF-8 is a ValueError naming `where` (the file) and the key."""
     field = reader.fields.get(key)
     if field is None:
         return default
-    if hasattr(field, "contents"):
-        return field.contents()
-    # gguf < 0.11: decode by hand
-    parts = [field.parts[i] for i in field.data]
-    gguf = _require_gguf()
-    string = gguf.GGUFValueType.STRING
-    is_str = field.types and field.types[-1] == string
-    values = [bytes(p).decode("utf-8") if is_str else p.tolist()[0] for p in parts]
-    return values if field.types[0] == gguf.GGUFValueType.ARRAY else values[0]
+    try:
+        if hasattr(field, "contents"):
+            return field.contents()
+        # gguf < 0.11: decode by hand
+        parts = [field.parts[i] for i in field.data]
+        gguf = _require_gguf()
+        string = gguf.GGUFValueType.STRING
+        is_str = field.types and field.types[-1] == string
+        values = [bytes(p).decode("utf-8") if is_str else p.tolist()[0] for p in parts]
+        return values if field.types[0] == gguf.GGUFValueType.ARRAY else values[0]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where}: GGUF metadata {key} is not valid UTF-8 ({e})") from None
 
 
 def unpermute_qk(w, n_heads):
@@ -83,38 +88,63 @@ def _shortest(value):
     return float(str(np.float32(value)))
 
 
+def _size(where, key, value):
+    return check_int(where, key, value, 1)
+
+
+def _positive(where, key, value):
+    return _shortest(check_finite_scalar(where, key, value, positive=True))
+
+
+_REQUIRED = object()
+
+
 def config_from_gguf(reader, tensor_names, where):
-    """GPTConfig keyword arguments from a GGUF's `llama.*` metadata."""
-    arch = field_value(reader, "general.architecture")
+    """GPTConfig keyword arguments from a GGUF's `llama.*` metadata. Sizes and counts must be integers
+    >= 1 (0, -2, 64.7, 64.0, "64", [64] or true is a ValueError naming the key), the RoPE base and
+    norm epsilon finite numbers > 0."""
+    arch = field_value(reader, "general.architecture", where=where)
     if arch != "llama":
         raise UnsupportedCheckpointError(f"{where}: general.architecture is {arch!r}; only 'llama' loads")
 
-    def get(key, default=None):
-        value = field_value(reader, f"llama.{key}", default)
+    def get(key, default=_REQUIRED, check=_size):
+        """llama.{key} passed through `check`; `default` (unchecked) when absent."""
+        name = f"llama.{key}"
+        value = field_value(reader, name, where=where)
         if value is None:
-            raise ValueError(f"{where}: GGUF metadata has no llama.{key}")
-        return value
+            if default is _REQUIRED:
+                raise ValueError(f"{where}: GGUF metadata has no {name}")
+            return default
+        try:
+            return check(where, name, value)
+        except TypeError as e:  # a field of the wrong GGUF type: bad file content, not a bad argument
+            raise ValueError(str(e)) from None
 
-    d_model, n_head = int(get("embedding_length")), int(get("attention.head_count"))
+    d_model, n_head = get("embedding_length"), get("attention.head_count")
     head_dim = d_model // n_head
     for key in ("rope.dimension_count", "attention.key_length", "attention.value_length"):
-        value = field_value(reader, f"llama.{key}")
-        if value is not None and int(value) != head_dim:
+        value = get(key, None)
+        if value not in (None, head_dim):
             raise UnsupportedCheckpointError(f"{where}: llama.{key} = {value} but d_model / heads = "
                                              f"{head_dim}; GPT needs full-width RoPE and head_dim = d/heads")
-    scaling = field_value(reader, "llama.rope.scaling.type")
+    scaling = field_value(reader, "llama.rope.scaling.type", where=where)
     if scaling not in (None, "none") or "rope_freqs.weight" in tensor_names:
         raise UnsupportedCheckpointError(f"{where}: RoPE scaling ({scaling or 'rope_freqs'}) "
                                          f"is not supported")
     if "blk.0.attn_q.bias" in tensor_names or "blk.0.ffn_up.bias" in tensor_names:
         raise UnsupportedCheckpointError(f"{where}: biased projections are not supported")
-    tokens = field_value(reader, "tokenizer.ggml.tokens")
-    vocab = field_value(reader, "llama.vocab_size") or (len(tokens) if tokens else None)
-    return dict(vocab_size=int(vocab), d_model=d_model, n_layer=int(get("block_count")), n_head=n_head,
-                n_kv_head=int(get("attention.head_count_kv", n_head)),
-                ffn_hidden=int(get("feed_forward_length")), max_seq_len=int(get("context_length", 2048)),
-                rope_base=_shortest(get("rope.freq_base", 10000.0)),
-                norm_eps=_shortest(get("attention.layer_norm_rms_epsilon", 1e-5)),
+    vocab = get("vocab_size", None)
+    if vocab is None:
+        tokens = field_value(reader, "tokenizer.ggml.tokens", where=where)
+        if not isinstance(tokens, list) or not tokens:
+            raise ValueError(f"{where}: GGUF metadata has neither llama.vocab_size nor a "
+                             f"tokenizer.ggml.tokens list")
+        vocab = len(tokens)
+    return dict(vocab_size=vocab, d_model=d_model, n_layer=get("block_count"), n_head=n_head,
+                n_kv_head=get("attention.head_count_kv", n_head), ffn_hidden=get("feed_forward_length"),
+                max_seq_len=get("context_length", 2048),
+                rope_base=get("rope.freq_base", 10000.0, _positive),
+                norm_eps=get("attention.layer_norm_rms_epsilon", 1e-5, _positive),
                 tie_embeddings="output.weight" not in tensor_names)
 
 
@@ -167,10 +197,10 @@ def read_gguf(path):
             raise ValueError(f"GPT.from_gguf: {path}: two tensors map onto {name}")
         w = gguf.quants.dequantize(t.data, t.tensor_type)
         w = np.asarray(w, dtype=np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
-        if name.endswith("q_proj.weight"):
-            w = unpermute_qk(w, kwargs["n_head"])
-        elif name.endswith("k_proj.weight"):
-            w = unpermute_qk(w, kwargs["n_kv_head"])
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = kwargs["n_head" if name.endswith("q_proj.weight") else "n_kv_head"]
+            if w.ndim and w.shape[0] % (2 * heads) == 0:  # else a wrong shape, named by load_gpt_state
+                w = unpermute_qk(w, heads)
         state[name] = np.ascontiguousarray(w)
     if unknown:
         raise UnsupportedCheckpointError(f"{path}: tensors GPT has no place for: {unknown[:8]}")
@@ -192,9 +222,26 @@ def _pre_tokenizer(tk, pre):
     return byte_level
 
 
-def tokenizer_from_gguf(reader):
-    """A `minigrad.data.BPETokenizer` from a GGUF's `tokenizer.ggml.*` metadata (None if not BPE)."""
-    kind = field_value(reader, "tokenizer.ggml.model")
+def _is_list(value, kind):
+    return isinstance(value, list) and all(type(v) is kind for v in value)
+
+
+def _is_text(value):
+    return value is None or isinstance(value, str)
+
+
+def tokenizer_from_gguf(reader, where="GGUF"):
+    """A `minigrad.data.BPETokenizer` from a GGUF's `tokenizer.ggml.*` metadata (None if not BPE).
+    A malformed field (tokens that are not strings, a merge without a space, a token id out of range
+    ...) is a ValueError naming it."""
+    def get(key, ok=_is_text, want="a string", default=None):
+        value = field_value(reader, key, default, where)
+        if not ok(value):
+            raise ValueError(f"{where}: GGUF metadata {key} must be {want}, got {value!r:.80} "
+                             f"(tokenizer=False loads the weights without the tokenizer)")
+        return value
+
+    kind = get("tokenizer.ggml.model", lambda v: True)
     if kind != "gpt2":
         if kind is not None:
             warnings.warn(f"GGUF tokenizer model {kind!r} is not byte-level BPE; no tokenizer attached",
@@ -208,20 +255,30 @@ def tokenizer_from_gguf(reader):
         return None
     from minigrad.data import BPETokenizer
 
-    tokens = field_value(reader, "tokenizer.ggml.tokens")
-    merges = [tuple(m.split(" ", 1)) for m in field_value(reader, "tokenizer.ggml.merges", [])]
-    types = field_value(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
-    tok = tk.Tokenizer(tk.models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    tok.pre_tokenizer = _pre_tokenizer(tk, field_value(reader, "tokenizer.ggml.pre"))
+    tokens = get("tokenizer.ggml.tokens", lambda v: _is_list(v, str) and v, "a list of strings")
+    n = len(tokens)
+    merges = get("tokenizer.ggml.merges", lambda v: _is_list(v, str) and all(" " in m for m in v),
+                 "a list of 'left right' strings", [])
+    types = get("tokenizer.ggml.token_type", lambda v: _is_list(v, int) and len(v) == n,
+                f"a list of {n} ints", [1] * n)
+    tok = tk.Tokenizer(tk.models.BPE(vocab={t: i for i, t in enumerate(tokens)},
+                                     merges=[tuple(m.split(" ", 1)) for m in merges]))
+    tok.pre_tokenizer = _pre_tokenizer(tk, get("tokenizer.ggml.pre"))
     tok.decoder = tk.decoders.ByteLevel()
     tok.add_special_tokens([tk.AddedToken(t, special=True, normalized=False)
                             for t, ty in zip(tokens, types) if ty == _CONTROL])
     tok.add_tokens([tk.AddedToken(t, normalized=False)
                     for t, ty in zip(tokens, types) if ty == _USER_DEFINED])
     out = BPETokenizer(tok)
-    out.bos_token_id = field_value(reader, "tokenizer.ggml.bos_token_id")
-    out.eos_token_id = field_value(reader, "tokenizer.ggml.eos_token_id")
-    out.chat_template = field_value(reader, "tokenizer.chat_template")
+    for end in ("bos", "eos"):
+        key = f"tokenizer.ggml.{end}_token_id"
+        token_id = get(key, lambda v: v is None or type(v) is int, "an int")
+        if token_id is not None and not 0 <= token_id < n:     # llama.cpp warns and drops it too
+            warnings.warn(f"{where}: GGUF metadata {key} = {token_id} is outside the vocabulary [0, {n}); "
+                          f"ignored", stacklevel=3)
+            token_id = None
+        setattr(out, f"{end}_token_id", token_id)
+    out.chat_template = get("tokenizer.chat_template")
     return out
 
 
@@ -229,5 +286,5 @@ def load_gguf(cls, path, dtype=np.float32, tokenizer=True):
     """`cls` (GPT) with the dequantised weights of a Llama GGUF; `model.tokenizer` from its metadata."""
     kwargs, state, reader = read_gguf(path)
     model = load_gpt_state(cls, kwargs, state, dtype, source=path)
-    model.tokenizer = tokenizer_from_gguf(reader) if tokenizer else None
+    model.tokenizer = tokenizer_from_gguf(reader, path) if tokenizer else None
     return model

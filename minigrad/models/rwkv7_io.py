@@ -1,7 +1,8 @@
 """Official RWKV-7 ("x070") checkpoints <-> minigrad's RWKV7.
 
 `load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (also `.pt` / `.bin`; needs torch; loaded with
-`weights_only=True`, on the CPU, memory-mapped; an unreadable one is a CheckpointError) or
+`weights_only=True`, on the CPU, memory-mapped; an unreadable one, or an entry that is not
+name -> dense tensor, is a CheckpointError naming it) or
 `.safetensors` files with the same names
 (`emb.weight`, `blocks.0.ln0.weight`, `blocks.{i}.att.x_r`, ..., `head.weight`); BF16/F16 weights
 become float32 (or float64 with dtype=np.float64); integer or bool weights are rejected
@@ -48,8 +49,19 @@ def _read_pth(path, dtype):
         raise CheckpointError(f"RWKV7.from_pretrained: {path} holds a {type(state).__name__}, "
                               "not a state dict")
     wide = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
-    return {k: (v.detach().to(wide) if v.is_floating_point() else v.detach()).numpy()
-            for k, v in state.items() if hasattr(v, "detach")}
+    arrays = {}
+    for k, v in state.items():
+        where = f"RWKV7.from_pretrained: {path}: state dict entry {k!r}"
+        if not isinstance(k, str):
+            raise CheckpointError(f"{where}: its key is of type {type(k).__name__}, not a string")
+        if not isinstance(v, torch.Tensor):
+            raise CheckpointError(f"{where} holds a value of type {type(v).__name__}, not a tensor (only "
+                                  f"a flat name -> tensor state dict loads)")
+        try:
+            arrays[k] = (v.detach().to(wide) if v.is_floating_point() else v.detach()).numpy()
+        except (TypeError, RuntimeError) as e:  # sparse, meta, quantized ... tensors
+            raise CheckpointError(f"{where} is a tensor numpy cannot hold ({str(e)[:200]})") from None
+    return arrays
 
 
 def read_rwkv7_state(path, dtype=np.float32):
