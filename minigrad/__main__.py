@@ -63,7 +63,7 @@ def _add_train_args(p):
 def _train_config(args):
     """TrainConfig from defaults < the resumed checkpoint's settings < options given now."""
     from minigrad import io
-    from minigrad.train import TrainConfig
+    from minigrad.train import TrainConfig, saved_run_state
 
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
@@ -72,7 +72,7 @@ def _train_config(args):
         default_out = f"{given.get('model', 'gpt')}-{given.get('size', 'small')}"
         out = given.get("out") or os.path.join("runs", default_out)
         if io.list_checkpoints(out):
-            base = dict((io.load_checkpoint(out).extra or {}).get("train") or {}, stop_at=None)
+            base = dict(saved_run_state(io.load_checkpoint(out)).settings, stop_at=None)
             if "steps" in given or "minutes" in given:
                 base.pop("steps", None), base.pop("minutes", None)
     cfg = {**base, **given}
@@ -97,6 +97,7 @@ def cmd_train(args):
 def cmd_sample(args):
     import minigrad as mg
     from minigrad import io
+    from minigrad.kernels.validate import check_int
     from minigrad.train import generate_text
 
     try:
@@ -107,7 +108,10 @@ def cmd_sample(args):
         if ckpt.tokenizer is None:
             raise ValueError(f"{ckpt.path} has no tokenizer")
         prompt = _unescape(args.prompt) if args.escapes else args.prompt
-        window = (ckpt.extra or {}).get("train", {}).get("seq_len")  # the context length it was trained on
+        settings = (ckpt.extra or {}).get("train")      # a `minigrad train` run's TrainConfig
+        window = settings.get("seq_len") if isinstance(settings, dict) else None  # its context length
+        if window is not None:
+            window = check_int("sample", f"{ckpt.path}: extra.train.seq_len", window, 1)
         text = generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
                              args.top_p, seed=args.seed, window=window)
     except (OSError, ValueError, TypeError) as e:

@@ -434,6 +434,18 @@ def check_optimizer_state(optimizer, state, source="checkpoint"):
         raise CheckpointError(f"{source}: optimizer state of the wrong dtype: {_listing(problems)}")
 
 
+def check_optimizer_checkpoint(optimizer, ckpt):
+    """CheckpointError unless `ckpt` holds optimizer state for `optimizer`: present, saved from the
+    same optimizer class (when the checkpoint records it), per-parameter arrays floating point."""
+    if ckpt.optimizer_state is None:
+        raise CheckpointError(f"{ckpt.path} holds no optimizer state")
+    own_type = type(optimizer).__name__
+    if ckpt.optimizer_type is not None and ckpt.optimizer_type != own_type:
+        raise CheckpointError(f"{ckpt.path} holds the state of an optimizer of class "
+                              f"{ckpt.optimizer_type}, not {own_type}")
+    check_optimizer_state(optimizer, ckpt.optimizer_state, ckpt.path)
+
+
 # ----------------------------------------------------------------------------------------------
 # checkpoints
 
@@ -604,13 +616,7 @@ def load_checkpoint(path, model=None, optimizer=None):
     else:
         ckpt = _load_file(path)
     if optimizer is not None:  # checked first: a failed load changes neither weights nor state
-        if ckpt.optimizer_state is None:
-            raise CheckpointError(f"{ckpt.path} holds no optimizer state")
-        own_type = type(optimizer).__name__
-        if ckpt.optimizer_type is not None and ckpt.optimizer_type != own_type:
-            raise CheckpointError(f"{ckpt.path} holds the state of an optimizer of class "
-                                  f"{ckpt.optimizer_type}, not {own_type}")
-        check_optimizer_state(optimizer, ckpt.optimizer_state, ckpt.path)
+        check_optimizer_checkpoint(optimizer, ckpt)
     if model is not None:
         own_type = model_type_of(model)
         if own_type != ckpt.model_type:

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import typing
 
 import numpy as np
 
@@ -453,7 +454,8 @@ def _prepare(cfg, log):
         else:
             log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
     if ckpt is not None:
-        _check_resume_matches(ckpt, cfg)
+        saved = saved_run_state(ckpt)
+        _check_resume_matches(ckpt, cfg, saved.settings)
     text, corpus_desc = load_corpus(cfg.corpus)
     tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
     ids = compact_ids(tokenizer.encode(text), tokenizer.vocab_size)
@@ -474,15 +476,61 @@ def _prepare(cfg, log):
     optimizer = make_optimizer(model, cfg)
     if ckpt is None:        # only once the data, settings, model and optimizer are known to work
         _set_aside_previous_run(cfg.out, log)
+    else:
+        io.check_optimizer_checkpoint(optimizer, ckpt)
     log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
     if ckpt is None:
         return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, prompt=prompt)
     optimizer.load_state_dict(ckpt.optimizer_state)
-    sampler.load_state_dict(ckpt.rng["sampler"])
-    mg.set_rng_state(ckpt.rng["minigrad"])
+    sampler.load_state_dict(saved.sampler)
+    mg.set_rng_state(saved.rng)
     log(f"resumed from {ckpt.path} at step {ckpt.step}")
     return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, ckpt.step,
-                (ckpt.extra or {}).get("elapsed_s", 0.0), prompt)
+                saved.elapsed_s, prompt)
+
+
+class _Saved(typing.NamedTuple):
+    """What `_Run.save` records beside the weights, checked by `saved_run_state`."""
+    sampler: dict       # BatchSampler.state_dict()
+    rng: dict           # minigrad.get_rng_state()
+    elapsed_s: float
+    settings: dict      # the run's TrainConfig as a dict
+
+
+def _generator_state_problem(state):
+    """Why a numpy Generator cannot take `state` (a `bit_generator.state` dict) exactly as it is, or None."""
+    gen = np.random.default_rng()
+    try:
+        gen.bit_generator.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as e:
+        return f"{type(e).__name__}: {e}"
+    if gen.bit_generator.state != state:  # a float truncated, an extra key ignored ...
+        return "numpy would not restore it as it is"
+    return None
+
+
+def saved_run_state(ckpt):
+    """The `_Saved` record of a checkpoint written by `_Run.save`, every field checked before any of
+    it is used: CheckpointError naming the file and the field."""
+    def bad(field, problem):
+        raise io.CheckpointError(f"--resume: {ckpt.path}: {field} {problem}; the checkpoint is damaged or "
+                                 f"was not written by `minigrad train`")
+
+    rng, extra = ckpt.rng or {}, ckpt.extra or {}
+    sampler = rng.get("sampler")
+    if not isinstance(sampler, dict) or sampler.keys() != {"bit_generator"}:
+        bad("rng.sampler", f"must be {{'bit_generator': a generator state}}, got {sampler!r:.120}")
+    for field, state in (("rng.sampler.bit_generator", sampler["bit_generator"]),
+                         ("rng.minigrad", rng.get("minigrad"))):
+        problem = _generator_state_problem(state)
+        if problem:
+            bad(field, f"is not a numpy generator state ({problem}): {state!r:.120}")
+    elapsed = extra.get("elapsed_s")
+    if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
+        bad("extra.elapsed_s", f"must be a finite number of seconds >= 0, got {elapsed!r}")
+    if not isinstance(extra.get("train"), dict):
+        bad("extra.train", f"must be an object (the run's settings), got {extra.get('train')!r:.120}")
+    return _Saved(sampler, rng["minigrad"], float(elapsed), extra["train"])
 
 
 def _sample_prompt(cfg, tokenizer, text):
@@ -501,10 +549,11 @@ def _sample_prompt(cfg, tokenizer, text):
     return prompt
 
 
-def _check_resume_matches(ckpt, cfg):
-    """--resume continues the checkpoint's run: a different model type, size or tokenizer is an error
-    (the checkpoint's model and tokenizer would be used while the log and the next save said otherwise)."""
-    saved = dict((ckpt.extra or {}).get("train") or {}, model=ckpt.model_type)
+def _check_resume_matches(ckpt, cfg, settings):
+    """--resume continues the checkpoint's run (`settings`: its TrainConfig as a dict): a different model
+    type, size or tokenizer is an error (the checkpoint's model and tokenizer would be used while the
+    log and the next save said otherwise)."""
+    saved = dict(settings, model=ckpt.model_type)
     for key in ("model", "size", "tokenizer"):
         if key in saved and saved[key] != getattr(cfg, key):
             what = f"a {saved[key]!r} model" if key == "model" else f"a run with {key} {saved[key]!r}"

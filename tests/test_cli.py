@@ -373,3 +373,81 @@ def test_cli_rejects_zero_threads_and_negative_seeds(corpus, tmp_path, capsys):
     assert "seed must be an int >= 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="generate: seed must be an int >= 0"):
         mg.train.generate_ids(io.load_checkpoint(out).build_model(), np.array([1]), 2, seed=-1)
+
+
+@pytest.fixture(scope="module")
+def resumable(corpus, tmp_path_factory):
+    """A 2-step tiny GPT run directory to copy and damage."""
+    run = tmp_path_factory.mktemp("resumable")
+    train(tiny(corpus, run, steps=2), log=quiet)
+    return run
+
+
+def _set(info, field, value):
+    *parents, last = field.split(".")
+    for key in parents:
+        info = info[key]
+    if value is KeyError:
+        del info[last]
+    else:
+        info[last] = value
+
+
+def _damaged_copy(resumable, tmp_path, field, value):
+    """A copy of the `resumable` run whose latest checkpoint has `field` set to `value`; its path."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(resumable, run)
+    path = io.latest_checkpoint(str(run))
+    tensors, meta = io.load_safetensors(path)
+    info = json.loads(meta["minigrad"])
+    _set(info, field, value)
+    io.save_safetensors(path, tensors, {**meta, "minigrad": json.dumps(info)})
+    return run, path
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("rng", None, "rng.sampler must be"), ("rng.sampler", KeyError, "rng.sampler must be"),
+    ("rng.sampler", [1], "rng.sampler must be"), ("rng.minigrad", KeyError, "rng.minigrad is not a numpy"),
+    ("rng.minigrad", "abc", "rng.minigrad is not a numpy"),
+    ("rng.sampler.bit_generator.state.state", 1.5, "rng.sampler.bit_generator is not a numpy"),
+    ("rng.sampler.bit_generator.state.inc", -1, "rng.sampler.bit_generator is not a numpy"),
+    ("rng.minigrad.bit_generator", "MT19937", "rng.minigrad is not a numpy"),
+    ("rng.minigrad.uinteger", 2 ** 40, "rng.minigrad is not a numpy"),
+    ("extra.elapsed_s", "12", "extra.elapsed_s must be"), ("extra.elapsed_s", -5.0, "elapsed_s must be"),
+    ("extra.elapsed_s", float("nan"), "extra.elapsed_s must be"), ("extra.elapsed_s", True, "elapsed_s must"),
+    ("extra.train", [1], "extra.train must be an object"),
+    ("optimizer", None, "holds no optimizer state")])
+def test_malformed_resume_records_fail_before_anything_changes(corpus, resumable, tmp_path, field, value,
+                                                                match):
+    # regression: a missing rng.sampler was a KeyError, a malformed generator state a TypeError /
+    # OverflowError from numpy (a float state was truncated silently), elapsed_s "12" a TypeError in the
+    # loop after metrics.csv was rewritten, -5 / nan resumed (nan never ends a --minutes run), a
+    # list "train" a TypeError, and a checkpoint without optimizer state a TypeError
+    import re
+
+    run, path = _damaged_copy(resumable, tmp_path, field, value)
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    rng = mg.get_rng_state()
+    with pytest.raises(io.CheckpointError, match=re.escape(path) + ".*" + re.escape(match)):
+        train(tiny(corpus, run, steps=4, resume=True), log=quiet)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    assert field == "optimizer" or mg.get_rng_state() == rng  # (building the model draws from it)
+
+
+@pytest.mark.parametrize("value", [[1], "gpt"])
+def test_cli_on_a_non_dict_train_record(resumable, tmp_path, capsys, value):
+    # regression: `train --resume` raised a bare TypeError / dict() ValueError from the CLI's own
+    # settings merge, `sample` an AttributeError traceback
+    run, path = _damaged_copy(resumable, tmp_path, "extra.train", value)
+    assert main(["train", "--out", str(run), "--resume", "--steps", "4", "--sample-tokens", "0"]) == 1
+    assert f"{path}: extra.train must be an object" in capsys.readouterr().err
+    # sampling needs only the weights and the tokenizer: the window hint is skipped
+    assert main(["sample", "--ckpt", str(run), "--tokens", "3"]) == 0
+
+
+def test_cli_sample_names_a_bad_seq_len(resumable, tmp_path, capsys):
+    run, path = _damaged_copy(resumable, tmp_path, "extra.train.seq_len", "abc")
+    assert main(["sample", "--ckpt", str(run), "--tokens", "3"]) == 1
+    assert "extra.train.seq_len" in capsys.readouterr().err
