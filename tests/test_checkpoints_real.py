@@ -500,6 +500,22 @@ def test_rwkv7_matches_rwkv_package(tmp_path, monkeypatch):
     want, _ = ref.forward(RWKV_IDS[0].tolist(), None, full_output=True)
     np.testing.assert_allclose(_logits(model, RWKV_IDS)[0], want.numpy(), atol=1e-4, rtol=0)
 
+    # the recurrent path: pieces of 5, 1 and 6 tokens with the state carried, against the package's
+    # own state carry (its RNN mode for the single token), then greedy generation from that state
+    from minigrad.autograd import no_grad
+    ids, state, ref_state = RWKV_IDS[0], None, None
+    with no_grad():
+        for lo, hi in ((0, 5), (5, 6), (6, len(ids))):
+            logits, state = model(ids[None, lo:hi], state=state, return_state=True)
+            want, ref_state = ref.forward(ids[lo:hi].tolist(), ref_state)
+            np.testing.assert_allclose(np.asarray(logits.data)[0, -1], want.numpy(), atol=1e-4, rtol=0)
+    out = model.generate(RWKV_IDS, 8, temperature=0)
+    want_ids, (logits_ref, ref_state) = [], ref.forward(ids.tolist(), None)
+    for _ in range(8):
+        want_ids.append(int(logits_ref.argmax()))
+        logits_ref, ref_state = ref.forward(want_ids[-1:], ref_state)
+    np.testing.assert_array_equal(np.asarray(getattr(out, "data", out))[0, len(ids):], want_ids)
+
 
 # ----------------------------------------------------------------------------------------------
 # hostile files (audit of the file readers): each must fail with a clear error, in a bounded
