@@ -116,6 +116,10 @@ def test_from_state_dict_roundtrip_and_errors():
     bad["blocks.1.att.a0"] = np.zeros((1, 1, 13))
     with pytest.raises(ValueError, match="blocks.1.att.a0"):
         RWKV7.from_state_dict(bad)
+    no_blocks = {k: v for k, v in weights.items() if not k.startswith("blocks.")}
+    # was: "max() arg is an empty sequence"
+    with pytest.raises(ValueError, match=r"no blocks\.\{i\}\.\* tensors"):
+        RWKV7.from_state_dict(no_blocks)
 
 
 # ---- forward -------------------------------------------------------------------------------------

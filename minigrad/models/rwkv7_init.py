@@ -169,6 +169,8 @@ def config_from_state_dict(arrays):
     try:
         V, C = arrays["emb.weight"].shape
         layers = {int(k.split(".")[1]) for k in arrays if k.startswith("blocks.")}
+        if not layers:
+            raise ValueError("no blocks.{i}.* tensors")
         if max(layers) >= len(layers):  # checked before any range(): blocks.1000000000000.* is one key
             raise ValueError(f"block indices {sorted(layers)[:8]} are not 0..{len(layers) - 1}")
         n_layer = max(layers) + 1
