@@ -738,6 +738,7 @@ def test_gguf_block_indices_must_be_canonical(tmp_path, alias):
     ("llama.rope.freq_base", "1e4", ["STRING"], "freq_base must be a number, got '1e4'"),
     ("llama.attention.layer_norm_rms_epsilon", float("nan"), ["FLOAT32"],
      "layer_norm_rms_epsilon must be a finite positive number, got nan"),
+    ("llama.attention.head_count_kv", 3, ["UINT32"], "config does not describe a valid GPT: .*n_kv_head"),
     ("llama.embedding_length", b"\xff8", ["STRING"], "llama.embedding_length is not valid UTF-8"),
     ("general.architecture", b"\xffllama", ["STRING"], "general.architecture is not valid UTF-8"),
 ])

@@ -233,7 +233,10 @@ def load_gpt_state(cls, config_kwargs, state, dtype=np.float32, source="checkpoi
     """A `cls` model (GPT) of `config_kwargs` carrying `state` (GPT names), cast to `dtype`."""
     from minigrad.models.gpt import GPTConfig
 
-    config = GPTConfig(**config_kwargs)
+    try:
+        config = GPTConfig(**config_kwargs)
+    except (TypeError, ValueError) as e:     # sizes that do not fit together (heads not dividing d_model)
+        raise ValueError(f"{source}: its config does not describe a valid GPT: {e}") from None
     check_shapes(config.param_shapes(), state, f"{source} (GPT({config_kwargs}))")  # before allocating
     model = _build(cls, config, dtype)
     own = {k: _array(v) for k, v in model.state_dict().items()}
