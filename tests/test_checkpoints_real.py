@@ -74,6 +74,16 @@ def test_hf_config_mapping():
     hf = _hf_config(rope_parameters={"rope_type": "default", "rope_theta": 1234.0})
     del hf["rope_theta"]
     assert config_from_hf(hf)["rope_base"] == 1234.0
+    # both given and different: transformers takes rope_parameters' (minigrad took the top-level one)
+    assert config_from_hf({**hf, "rope_theta": 10.0})["rope_base"] == 1234.0
+    assert config_from_hf(_hf_config(hidden_act="swish"))["d_model"] == 64   # transformers' SiLU too
+
+
+def test_hf_rope_theta_precedence_matches_transformers():
+    _, transformers = _transformers()
+    hf = _hf_config(rope_parameters={"rope_type": "default", "rope_theta": 1234.0}, rope_theta=10.0)
+    ref = transformers.LlamaConfig(**hf)
+    assert config_from_hf(hf)["rope_base"] == ref.rope_parameters["rope_theta"] == 1234.0
 
 
 @pytest.mark.parametrize("over, word", [
@@ -188,9 +198,10 @@ def test_greedy_generation_matches_transformers(tmp_path):
     ref.save_pretrained(str(tmp_path))
     ours = _gpt()[0].from_hf(str(tmp_path))
     prompt = torch.from_numpy(IDS[:, :5])     # (the mask given: HF would take token 0 for padding)
+    ref.generation_config.eos_token_id = None  # no early stop, and no eos ban as min_new_tokens would
     with torch.no_grad():
         want = ref.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12,
-                            min_new_tokens=12, do_sample=False, pad_token_id=0).numpy()
+                            do_sample=False, pad_token_id=0).numpy()
     got = np.asarray(getattr(out := ours.generate(IDS[:, :5], 12, temperature=0), "data", out))
     np.testing.assert_array_equal(got, want)
 

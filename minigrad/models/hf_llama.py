@@ -77,7 +77,7 @@ def _check_supported(hf, where, d_model, n_head):
     if model_type != "llama":
         reject(f"model_type is {model_type!r}, only 'llama' (LlamaForCausalLM) is supported")
     act = hf.get("hidden_act", "silu")
-    if act != "silu":
+    if act not in ("silu", "swish"):       # transformers maps both names to SiLU
         reject(f"hidden_act is {act!r} (GPT's MLP is SwiGLU, i.e. 'silu')")
     for flag in ("attention_bias", "mlp_bias"):
         if hf.get(flag):
@@ -97,14 +97,17 @@ def config_from_hf(hf, where="config.json"):
     try:
         d_model, n_head = _count(hf, "hidden_size", where), _count(hf, "num_attention_heads", where)
         _check_supported(hf, where, d_model, n_head)
-        theta = _positive(_rope_params(hf, where)["rope_parameters"], "rope_theta", where, 10000.0)
+        # transformers' precedence: rope_scaling (legacy) or rope_parameters, then the top-level key
+        rope = _rope_params(hf, where)
+        theta = _positive(rope["rope_scaling"] or rope["rope_parameters"], "rope_theta", where,
+                          _positive(hf, "rope_theta", where, 10000.0))
         tie = hf.get("tie_word_embeddings")
         return dict(vocab_size=_count(hf, "vocab_size", where), d_model=d_model,
                     n_layer=_count(hf, "num_hidden_layers", where), n_head=n_head,
                     n_kv_head=_count(hf, "num_key_value_heads", where, n_head),
                     ffn_hidden=_count(hf, "intermediate_size", where),
                     max_seq_len=_count(hf, "max_position_embeddings", where, 2048),
-                    rope_base=_positive(hf, "rope_theta", where, theta),
+                    rope_base=theta,
                     norm_eps=_positive(hf, "rms_norm_eps", where, 1e-6),
                     tie_embeddings=False if tie is None else check_bool(where, "tie_word_embeddings", tie))
     except KeyError as e:
