@@ -191,6 +191,27 @@ def test_gradients_match_transformers(tmp_path, tied):
         np.testing.assert_allclose(grads[name], g, atol=2e-5 * scale, rtol=0, err_msg=name)  # seen: 1.4e-6
 
 
+@pytest.mark.parametrize("over", [
+    dict(num_key_value_heads=1),                                            # multi-query
+    dict(hidden_size=80, num_attention_heads=5, num_key_value_heads=5, intermediate_size=97),
+    dict(hidden_size=96, num_attention_heads=3, num_key_value_heads=1, rope_theta=10.0, rms_norm_eps=0.1),
+    dict(vocab_size=2, num_hidden_layers=1, initializer_range=1.0),         # saturated softmax
+], ids=["mqa", "d80-h5-ffn97", "d96-h3-kv1-theta10-eps0.1", "vocab2-std1"])
+def test_unusual_configs_match_transformers(tmp_path, over):
+    """Logits over exactly max_position_embeddings tokens, batch 3, against LlamaForCausalLM."""
+    torch, transformers = _transformers()
+    torch.manual_seed(5)
+    kw = dict(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=24, rope_theta=5000.0,
+              rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=0.1)
+    ref = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**kw, **over})).eval()
+    ref.save_pretrained(str(tmp_path))
+    ids = np.random.default_rng(5).integers(0, ref.config.vocab_size, (3, 24))
+    want = _tf_logits(ref, ids)
+    got = _logits(_gpt()[0].from_hf(str(tmp_path)), ids)
+    np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, np.abs(want).max()), rtol=0)
+
+
 def test_greedy_generation_matches_transformers(tmp_path):
     """Greedy decoding through our KV cache against HF's generate (its own cache) on the same weights."""
     torch, _ = _transformers()
@@ -449,10 +470,10 @@ def test_smollm2_gguf_real():
 # RWKV-7 official checkpoints
 
 
-def _rwkv7(seed=0, dtype=np.float32):
+def _rwkv7(seed=0, dtype=np.float32, **over):
     from minigrad.models.rwkv7 import RWKV7, RWKV7Config
     from minigrad.models.rwkv7_init import official_init
-    cfg = RWKV7Config(vocab_size=97, d_model=128, n_layer=2, head_size=64)
+    cfg = RWKV7Config(**{**dict(vocab_size=97, d_model=128, n_layer=2, head_size=64), **over})
     rng = np.random.default_rng(seed)
     state = {k: (v + 0.1 * rng.standard_normal(v.shape)).astype(dtype)
              for k, v in official_init(cfg, seed=seed, dtype=np.float64).items()}
@@ -497,14 +518,36 @@ def test_rwkv7_bf16_pth(tmp_path):
     np.testing.assert_array_equal(_state(model)["head.weight"], want)
 
 
-def test_rwkv7_matches_rwkv_package(tmp_path, monkeypatch):
-    """BlinkDL's `rwkv` 0.8.32 (CPU fp32, RWKV_V7_ON=1) on a file written by save_pretrained."""
+def _rwkv_package(monkeypatch):
+    """BlinkDL's `rwkv` 0.8.32 model class (CPU, RWKV_V7_ON=1), or skip."""
     pytest.importorskip("torch")
     if importlib.util.find_spec("rwkv") is None:
         pytest.skip("pip install rwkv==0.8.32")
     for var, value in (("RWKV_V7_ON", "1"), ("RWKV_JIT_ON", "1"), ("RWKV_CUDA_ON", "0")):
         monkeypatch.setenv(var, value)
     from rwkv.model import RWKV
+    return RWKV
+
+
+@pytest.mark.parametrize("over", [
+    dict(d_model=96, head_size=32, n_layer=3, d_decay_lora=16, d_aaa_lora=32, d_mv_lora=24,
+         d_gate_lora=48, ffn_hidden=100),
+    dict(d_model=48, head_size=16, n_layer=1, vocab_size=3),
+], ids=["d96-h3-unequal-loras", "hs16-1layer-vocab3"])
+def test_rwkv7_unusual_configs_match_rwkv_package(tmp_path, monkeypatch, over):
+    """Logits over 37 tokens (two WKV7 chunks and a partial one) on configurations off the defaults."""
+    RWKV = _rwkv_package(monkeypatch)
+    model = _rwkv7(seed=3, **over)
+    path = model.save_pretrained(str(tmp_path / "rwkv.pth"))
+    ref = RWKV(path[:-len(".pth")], "cpu fp32")
+    ids = np.random.default_rng(3).integers(0, model.config.vocab_size, (1, 37))
+    want, _ = ref.forward(ids[0].tolist(), None, full_output=True)
+    np.testing.assert_allclose(_logits(model, ids)[0], want.numpy(), atol=1e-4, rtol=0)
+
+
+def test_rwkv7_matches_rwkv_package(tmp_path, monkeypatch):
+    """BlinkDL's `rwkv` 0.8.32 (CPU fp32, RWKV_V7_ON=1) on a file written by save_pretrained."""
+    RWKV = _rwkv_package(monkeypatch)
     model = _rwkv7(seed=2)
     path = model.save_pretrained(str(tmp_path / "rwkv.pth"))
     ref = RWKV(path[:-len(".pth")], "cpu fp32")
