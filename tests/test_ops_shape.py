@@ -128,3 +128,19 @@ def test_cat_of_one_tensor_is_a_new_tensor():
     w = mg.ones(2, requires_grad=True)
     (mg.cat([w]) * mg.tensor([2.0, 3.0])).sum().backward()
     assert w.grad.tolist() == [2.0, 3.0]
+
+
+def test_clone_and_casts_pass_gradients_through():
+    # clone and float casts had no gradient check: clone is the identity; a float64 -> float32 ->
+    # float64 round trip carries the float32 rounding only in the forward, the backward casts back
+    check_op("shape", lambda x: x.clone() * x, randn(3, 4, seed=2), ref=lambda x: x * x)
+    x = leaf(randn(2, 5, seed=3))
+    y = x.float()
+    assert y.dtype == np.float32
+    (y * mg.tensor(np.arange(10, dtype=np.float32).reshape(2, 5))).sum().backward()
+    assert x.grad.dtype == np.float64
+    np.testing.assert_array_equal(x.grad.data, np.arange(10.0).reshape(2, 5))
+    z = mg.tensor(randn(4, seed=4).astype(np.float32), requires_grad=True)
+    (z.double() ** 2).sum().backward()
+    assert z.grad.dtype == np.float32
+    np.testing.assert_allclose(z.grad.data, 2 * z.data, rtol=1e-7)
