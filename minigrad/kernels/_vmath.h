@@ -3,9 +3,10 @@
  * glibc's expf is a scalar call, so loops around it never vectorise; mg_expf is branch-free
  * arithmetic that gcc/clang vectorise at -O3: x = n ln2 + r with n = round(x / ln2) (the
  * 1.5 * 2^23 trick rounds to nearest), e^r from a degree-6 Taylor/minimax polynomial on
- * |r| <= ln2/2, and 2^n built in the exponent bits. Max relative error ~2 ulp over the
- * clamped range [-87.3, 88.7]; below it returns 0 (as expf's underflow, denormals flushed: so
- * exp(-inf) is exactly 0 for masked entries), NaN propagates.
+ * |r| <= ln2/2, and 2^n built in the exponent bits. Max relative error ~2 ulp over
+ * [-87.3, 88.7228] (88.7228: the largest float with a finite exp; above it inf); below -87.3
+ * it returns 0 (as expf's underflow, denormals flushed: so exp(-inf) is exactly 0 for masked
+ * entries), NaN propagates.
  * float64 kernels keep libm's exp (they exist for gradient checks, not speed).
  */
 #ifndef MINIGRAD_VMATH_H
@@ -15,7 +16,8 @@
 #include <math.h>
 
 static inline float mg_expf(float x0) {
-    const float hi = 88.7f, lo = -87.3f;
+    /* hi: the largest float whose exp is finite (0x42B17217); above it exp is inf */
+    const float hi = 88.72283172607421875f, lo = -87.3f;
     float x = x0 > hi ? hi : x0;
     x = x < lo ? lo : x;
     float t = x * 1.44269504088896341f;
@@ -28,9 +30,12 @@ static inline float mg_expf(float x0) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    union { float f; int32_t i; } s;
-    s.i = ((int32_t)n + 127) << 23;
-    return x0 < lo ? 0.0f : p * s.f;
+    /* p * 2^n by adding n to p's exponent: also right for n = 128 (x in [88.38, hi], where p < 1),
+       which 2^n built alone in the exponent bits cannot hold */
+    union { float f; int32_t i; } y;
+    y.f = p;
+    y.i += (int32_t)n * (1 << 23);
+    return x0 < lo ? 0.0f : (x0 > hi ? INFINITY : y.f);
 }
 
 /* tanh, branch-free (both halves computed, one selected), so loops calling it vectorise:
