@@ -289,3 +289,17 @@ def test_nan_passes_the_gradient_of_relu_maximum_minimum():
         b = mg.tensor([0.0, float("nan")], requires_grad=True)
         fn(a, b).sum().backward()
         assert a.grad.tolist() == [1.0, 1.0] and b.grad.tolist() == [1.0, 1.0], fn.__name__
+
+
+def test_where_and_masked_fill_need_a_bool_mask():
+    # regression: a float or int mask was read as "nonzero" (numpy's rule); PyTorch raises, and an
+    # additive 0 / -inf attention mask passed by mistake selected everywhere without an error
+    a, b = mg.tensor([1.0, 2.0]), mg.tensor([3.0, 4.0])
+    for mask in (mg.tensor([0.0, float("-inf")]), mg.tensor([1, 0]), np.array([1, 0]), [1, 0]):
+        with pytest.raises(TypeError, match="where: the mask must be bool"):
+            mg.where(mask, a, b)
+        with pytest.raises(TypeError, match="masked_fill: the mask must be bool"):
+            a.masked_fill(mask, 0.0)
+    for mask in (mg.tensor([True, False]), np.array([True, False]), [True, False]):
+        np.testing.assert_array_equal(mg.where(mask, a, b).data, [1.0, 4.0])
+        np.testing.assert_array_equal(a.masked_fill(mask, 0.0).data, [0.0, 2.0])

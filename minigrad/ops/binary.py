@@ -181,9 +181,18 @@ def minimum(a, b):
     return _binary(Minimum, a, b)
 
 
+def bool_mask(cond, op):
+    """`cond` as a bool Tensor: a bool Tensor as it is, a bool array or nested list as a private copy
+    (a caller's numpy array cannot change behind the version check). A float or int mask is a
+    TypeError, as in PyTorch, not read as "nonzero" (an additive 0 / -inf mask would select everywhere)."""
+    if isinstance(cond, Tensor) and cond.dtype == np.bool_:
+        return cond
+    values = np.asarray(array_of(operand(cond)))
+    if values.dtype != np.bool_:
+        raise TypeError(f"{op}: the mask must be bool, got {values.dtype} (compare it, e.g. mask != 0)")
+    return Tensor(values.copy())
+
+
 def where(cond, a, b):
-    """Elementwise cond ? a : b with broadcasting; a and b may be Tensors or scalars."""
-    if not (isinstance(cond, Tensor) and cond.dtype == np.bool_):
-        # a private bool copy: a caller's numpy array cannot change behind the version check
-        cond = Tensor(np.asarray(array_of(operand(cond))).astype(bool))
-    return Where.apply(cond, operand(a), operand(b))
+    """Elementwise cond ? a : b with broadcasting; a and b may be Tensors or scalars; cond is bool."""
+    return Where.apply(bool_mask(cond, "where"), operand(a), operand(b))

@@ -88,8 +88,8 @@ def _chunk(self, chunks, dim=0):
 
 
 def _masked_fill(self, mask, value):
-    """value where mask is True, self elsewhere."""
-    return binary.where(mask, value, self)
+    """value where mask (bool) is True, self elsewhere."""
+    return binary.where(binary.bool_mask(mask, "masked_fill"), value, self)
 
 
 def _where(self, condition, other):
