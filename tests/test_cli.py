@@ -199,6 +199,21 @@ def test_generate_text_slides_a_window_past_the_trained_length(corpus, tmp_path,
     assert text == res["tokenizer"].decode(ids)
 
 
+def _within(seconds, fn, *args, **kwargs):
+    """fn(*args, **kwargs), or TimeoutError after `seconds`: a regression to a loop fails, not hangs."""
+    import signal
+
+    def expired(*_):
+        raise TimeoutError(f"{fn.__name__} did not return within {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_generate_with_a_one_token_window_conditions_on_the_last_token(model):
     """Window 1 used to loop forever (out[-0:] kept the whole context and produced no token)."""
@@ -208,7 +223,7 @@ def test_generate_with_a_one_token_window_conditions_on_the_last_token(model):
     net = (GPT(GPTConfig(vocab_size=13, d_model=16, n_layer=1, n_head=2, max_seq_len=8)) if model == "gpt"
            else RWKV7(RWKV7Config(vocab_size=13, d_model=16, n_layer=1, head_size=8)))
     prompt = np.array([5, 3, 2, 1, 7, 8, 9])
-    ids = generate_ids(net, prompt, 6, seed=1, window=1)
+    ids = _within(60, generate_ids, net, prompt, 6, seed=1, window=1)
     assert len(ids) == 13 and np.array_equal(ids[:7], prompt)
     for bad in (-1, 2.5, True):
         with pytest.raises((TypeError, ValueError), match="tokens must be an int"):
