@@ -20,7 +20,21 @@ def get_rng_state():
     return _state["gen"].bit_generator.state
 
 
-def set_rng_state(state):
+def generator_from_state(state, what="generator state"):
+    """A new numpy Generator holding exactly `state` (a `bit_generator.state` dict, as
+    `get_rng_state()` returns): ValueError naming `what` for anything numpy rejects or would not
+    restore as it is (a truncated float, an extra key, another bit generator)."""
     gen = np.random.default_rng()
-    gen.bit_generator.state = state
-    _state["gen"] = gen
+    try:
+        gen.bit_generator.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as e:
+        raise ValueError(f"{what} is not a numpy generator state ({type(e).__name__}: {e}): "
+                         f"{state!r:.120}") from None
+    if gen.bit_generator.state != state:
+        raise ValueError(f"{what} is not a numpy generator state numpy restores as it is: {state!r:.120}")
+    return gen
+
+
+def set_rng_state(state):
+    """Restore a `get_rng_state()` snapshot (ValueError for anything else)."""
+    _state["gen"] = generator_from_state(state, "set_rng_state: state")

@@ -33,9 +33,11 @@ from minigrad.data import (
     make_tokenizer,
     train_val_split,
 )
+from minigrad.data.batching import sampler_generator
 from minigrad.kernels.validate import check_finite_scalar, check_int
 from minigrad.models.sampling import check_sampling
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
+from minigrad.random import generator_from_state
 
 # Model sizes: the model's config (vocab_size is filled from the tokenizer) and batch shape.
 PRESETS = {
@@ -497,40 +499,25 @@ class _Saved(typing.NamedTuple):
     settings: dict      # the run's TrainConfig as a dict
 
 
-def _generator_state_problem(state):
-    """Why a numpy Generator cannot take `state` (a `bit_generator.state` dict) exactly as it is, or None."""
-    gen = np.random.default_rng()
-    try:
-        gen.bit_generator.state = state
-    except (TypeError, ValueError, KeyError, OverflowError) as e:
-        return f"{type(e).__name__}: {e}"
-    if gen.bit_generator.state != state:  # a float truncated, an extra key ignored ...
-        return "numpy would not restore it as it is"
-    return None
-
-
 def saved_run_state(ckpt):
     """The `_Saved` record of a checkpoint written by `_Run.save`, every field checked before any of
     it is used: CheckpointError naming the file and the field."""
-    def bad(field, problem):
-        raise io.CheckpointError(f"--resume: {ckpt.path}: {field} {problem}; the checkpoint is damaged or "
-                                 f"was not written by `minigrad train`")
+    def bad(problem):
+        raise io.CheckpointError(f"--resume: {ckpt.path}: {problem}; the checkpoint is damaged or was not "
+                                 f"written by `minigrad train`")
 
     rng, extra = ckpt.rng or {}, ckpt.extra or {}
-    sampler = rng.get("sampler")
-    if not isinstance(sampler, dict) or sampler.keys() != {"bit_generator"}:
-        bad("rng.sampler", f"must be {{'bit_generator': a generator state}}, got {sampler!r:.120}")
-    for field, state in (("rng.sampler.bit_generator", sampler["bit_generator"]),
-                         ("rng.minigrad", rng.get("minigrad"))):
-        problem = _generator_state_problem(state)
-        if problem:
-            bad(field, f"is not a numpy generator state ({problem}): {state!r:.120}")
+    try:    # the checks BatchSampler.load_state_dict and set_rng_state make, before either runs
+        sampler_generator(rng.get("sampler"), "rng.sampler")
+        generator_from_state(rng.get("minigrad"), "rng.minigrad")
+    except ValueError as e:
+        bad(str(e))
     elapsed = extra.get("elapsed_s")
     if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
-        bad("extra.elapsed_s", f"must be a finite number of seconds >= 0, got {elapsed!r}")
+        bad(f"extra.elapsed_s must be a finite number of seconds >= 0, got {elapsed!r}")
     if not isinstance(extra.get("train"), dict):
-        bad("extra.train", f"must be an object (the run's settings), got {extra.get('train')!r:.120}")
-    return _Saved(sampler, rng["minigrad"], float(elapsed), extra["train"])
+        bad(f"extra.train must be an object (the run's settings), got {extra.get('train')!r:.120}")
+    return _Saved(rng["sampler"], rng["minigrad"], float(elapsed), extra["train"])
 
 
 def _sample_prompt(cfg, tokenizer, text):

@@ -185,3 +185,25 @@ def test_bpe_lone_surrogate_is_named():
     tok = BPETokenizer.train(TEXT * 20, vocab_size=300)
     with pytest.raises(ValueError, match="BPETokenizer.encode: text has a lone surrogate"):
         tok.encode("a\ud800")
+
+
+def test_sampler_and_global_rng_reject_states_they_would_not_restore():
+    # regression: both passed the state straight to numpy: a missing key was a KeyError, a float
+    # state (1.5) was truncated silently, so a resumed run drew other batches without an error
+    import minigrad as mg
+    from minigrad.data import BatchSampler
+    sampler = BatchSampler(np.arange(100), 2, 4, seed=1)
+    good = sampler.state_dict()
+    truncated = {"bit_generator": {**good["bit_generator"],
+                                   "state": {**good["bit_generator"]["state"], "state": 1.5}}}
+    for bad in ({}, {"bit_generator": "x"}, truncated, {**good, "extra": 1}):
+        with pytest.raises(ValueError, match="BatchSampler.load_state_dict: state"):
+            sampler.load_state_dict(bad)
+    sampler.load_state_dict(good)                     # the state the sampler had: same batches
+    again = BatchSampler(np.arange(100), 2, 4, seed=1)
+    np.testing.assert_array_equal(sampler.next()[0], again.next()[0])
+    snapshot = mg.get_rng_state()
+    for bad in (None, {"bit_generator": "MT19937"}, truncated["bit_generator"]):
+        with pytest.raises(ValueError, match="set_rng_state: state is not a numpy generator state"):
+            mg.set_rng_state(bad)
+    assert mg.get_rng_state() == snapshot

@@ -6,6 +6,7 @@ the token stream, i.e. `y` is `x` shifted left by one token.
 import numpy as np
 
 from minigrad.kernels.validate import check_int
+from minigrad.random import generator_from_state
 
 
 def train_val_split(ids, val_fraction=0.1):
@@ -73,7 +74,15 @@ class BatchSampler:
         return {"bit_generator": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        self.rng.bit_generator.state = state["bit_generator"]
+        self.rng = sampler_generator(state, "BatchSampler.load_state_dict: state")
+
+
+def sampler_generator(state, what="BatchSampler state"):
+    """The generator a `BatchSampler.state_dict()` describes; ValueError naming `what` for anything
+    else (checked whole before a sampler takes it)."""
+    if not isinstance(state, dict) or state.keys() != {"bit_generator"}:
+        raise ValueError(f"{what} must be {{'bit_generator': a generator state}}, got {state!r:.120}")
+    return generator_from_state(state["bit_generator"], f"{what}.bit_generator")
 
 
 def eval_batches(data, batch_size, seq_len, n_batches):
