@@ -27,10 +27,10 @@ def operand(x):
     `x32 * 2.0` stays float32. An array or list is wrapped as a Tensor of its own dtype, so mixing a
     float64 array into a float32 op raises like any other float32/float64 mix.
     """
+    if isinstance(x, np.generic):       # first: np.float64 is a subclass of float, and kept as is it
+        return x.item()                  # made `x32 == np.float64(0.1)` compare in float64
     if isinstance(x, Tensor) or isinstance(x, _SCALARS):
         return x
-    if isinstance(x, np.generic):
-        return x.item()
     if isinstance(x, (np.ndarray, list, tuple)):
         return Tensor(x)
     raise TypeError(f"expected a Tensor, array or number, got {type(x).__name__}")

@@ -1,7 +1,7 @@
 """Unary elementwise ops and activations. Each backward is gx = g * f'(x), f' from x or y = f(x).
 
 Derivative table (y = f(x)):
-    exp: y    log: 1/x    sqrt: 1/(2y)    rsqrt: -y^3/2    abs: sign(x) (0 at 0)    tanh: 1 - y^2
+    exp: y    log: 1/x    sqrt: 1/(2y)    rsqrt: -y^3/2    abs: sign(x) (0 at 0 and NaN)    tanh: 1 - y^2
     sigmoid: y(1 - y)    relu: [not y <= 0] (1 at NaN)    silu: s(1 + x(1 - s)), s = sigmoid(x)
     erf: 2/sqrt(pi) exp(-x^2)    neg: -1
     gelu (exact): Phi(x) + x phi(x)    gelu (tanh): see Gelu
@@ -54,7 +54,8 @@ Exp = _unary("Exp", np.exp, lambda x, y, g: g * y, "y", "y = exp(x); gx = g y.")
 Log = _unary("Log", np.log, lambda x, y, g: g / x, "x", "y = log(x); gx = g / x.")
 Sqrt = _unary("Sqrt", np.sqrt, lambda x, y, g: g * 0.5 / y, "y", "y = sqrt(x); gx = g / (2y).")
 Rsqrt = _unary("Rsqrt", _rsqrt, lambda x, y, g: g * -0.5 * y * y * y, "y", "y = x^-1/2; gx = -g y^3 / 2.")
-Abs = _unary("Abs", np.abs, lambda x, y, g: g * np.sign(x), "x", "y = |x|; gx = g sign(x) (0 at 0).")
+Abs = _unary("Abs", np.abs, lambda x, y, g: np.where(x > 0, g, np.where(x < 0, -g, 0)), "x",
+             "y = |x|; gx = g sign(x) (0 at 0 and, as PyTorch's sign, at NaN).")
 Tanh = _unary("Tanh", np.tanh, lambda x, y, g: g * (1.0 - y * y), "y", "y = tanh(x); gx = g (1 - y^2).")
 Sigmoid = _unary("Sigmoid", _sigmoid, lambda x, y, g: g * y * (1.0 - y), "y",
                  "y = 1 / (1 + exp(-x)); gx = g y (1 - y).")

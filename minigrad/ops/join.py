@@ -112,9 +112,15 @@ def stack(tensors, dim=0):
     return Stack.apply(*xs, axis)
 
 
+def _check_not_0d(op, x):
+    if x.ndim == 0:
+        raise ValueError(f"{op}: expects a tensor with at least 1 dimension, got a 0-d tensor")
+
+
 def split(x, split_size_or_sections, dim=0):
     """PyTorch's split: an int gives pieces of that size (the last may be smaller); a list gives
     the sizes, which must add up to the dim's size. Returns a tuple of tensors."""
+    _check_not_0d("split", x)
     axis = normalize_dim("split", dim, x.ndim, x.shape)
     n = x.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
@@ -135,6 +141,7 @@ def chunk(x, chunks, dim=0):
     """PyTorch's chunk: pieces of size ceil(n / chunks) (so possibly fewer than `chunks`)."""
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    _check_not_0d("chunk", x)
     axis = normalize_dim("chunk", dim, x.ndim, x.shape)
     n = x.shape[axis]
     return split(x, max(-(-n // chunks), 1), axis)

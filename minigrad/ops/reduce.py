@@ -221,6 +221,8 @@ class LogSoftmax(Function):
     def forward(ctx, x, dim):
         d = x - _shift(x, dim)
         y = d - _log_sum_exp(d, dim)
+        if x.size and np.isposinf(x).any():      # a slice holding +inf is all nan, as PyTorch's (and
+            y = np.where(np.isposinf(np.max(x, axis=dim, keepdims=True)), np.nan, y)   # as softmax)
         ctx.save_for_backward(y)
         ctx.dim = dim
         return y
@@ -323,7 +325,9 @@ def _arg(op, fn, x, dim, keepdim):
     if dim is None:
         return wrap(fn(x.data.reshape(-1), keepdims=False).reshape((1,) * x.ndim if keepdim else ()))
     d = normalize_dim(op, dim, x.ndim, x.shape)
-    return wrap(fn(x.data.reshape(x.shape or (1,)), axis=d, keepdims=keepdim))
+    if x.ndim == 0:                      # 0-d: index 0 as a 0-d tensor, also with keepdim (PyTorch)
+        return wrap(fn(x.data.reshape(1), axis=0).reshape(()))
+    return wrap(fn(x.data, axis=d, keepdims=keepdim))
 
 
 def argmax(x, dim=None, keepdim=False):

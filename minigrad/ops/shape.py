@@ -113,6 +113,8 @@ def transpose(x, dim0, dim1):
     """Swap two dims."""
     d0 = normalize_dim("transpose", dim0, x.ndim, x.shape)
     d1 = normalize_dim("transpose", dim1, x.ndim, x.shape)
+    if x.ndim == 0:                      # transpose(0, -1) of a 0-d tensor is itself (PyTorch)
+        return x
     dims = list(range(x.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return permute(x, dims)
