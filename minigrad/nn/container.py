@@ -26,6 +26,7 @@ class _IndexedModules(Module):
         items = list(self._modules.values())
         items.insert(index, module)
         self._renumber(items)
+        return self if isinstance(self, Sequential) else None   # as torch: Sequential.insert chains
 
     def pop(self, index=-1):
         module = self[index]
@@ -48,6 +49,10 @@ class _IndexedModules(Module):
         else:
             del items[_index(idx, len(items))]
         self._renumber(items)
+
+    def __iadd__(self, modules):
+        """`seq += modules`: extend in place (any iterable of modules), as torch."""
+        return self.extend(modules)
 
     def __add__(self, other):
         if not isinstance(other, type(self)):

@@ -10,12 +10,20 @@ class Dropout(Module):
     Masks come from `generator` if given, else from minigrad's global generator (minigrad.manual_seed).
     """
 
-    def __init__(self, p=0.5, generator=None):
+    def __init__(self, p=0.5, generator=None, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        if generator is not None and not hasattr(generator, "random"):
+            # torch's second positional argument is `inplace`: Dropout(0.1, False) lands here
+            raise TypeError(f"Dropout: generator must be a numpy Generator or None, got {generator!r} "
+                            "(torch's `inplace` is a keyword argument here)")
+        if inplace:
+            raise ValueError("Dropout: inplace=True is not supported (minigrad returns a new Tensor); "
+                             "use inplace=False")
         self.p = float(p)
         self.generator = generator
+        self.inplace = False
 
     def forward(self, x):
         if not self.training or self.p == 0.0:

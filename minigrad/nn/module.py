@@ -94,7 +94,7 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: '{name}' must be a Parameter or None, "
                             f"got {type(param).__name__}")
-        self._check_name(name)
+        self._check_name(name, self._parameters)
         self._forget(name, keep=self._parameters)
         self._parameters[name] = param
 
@@ -103,7 +103,7 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, "
                             f"got {type(tensor).__name__}")
-        self._check_name(name)
+        self._check_name(name, self._buffers)
         self._forget(name, keep=self._buffers)
         self._buffers[name] = tensor
         if persistent:
@@ -114,16 +114,20 @@ class Module:
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: '{name}' must be a Module or None, got {type(module).__name__}")
-        self._check_name(name)
+        self._check_name(name, self._modules)
         self._forget(name, keep=self._modules)
         self._modules[name] = module
 
     register_module = add_module
 
-    def _check_name(self, name):
+    def _check_name(self, name, registry=None):
         self._registries()
         if not isinstance(name, str) or not name or "." in name:
             raise KeyError(f"invalid name {name!r}: a non-empty string without '.'")
+        if registry is not None and name not in registry and hasattr(self, name):
+            # as torch: registering must not silently replace another attribute (e.g. turn a
+            # Parameter into a buffer, which the optimizer would then never see)
+            raise KeyError(f"attribute '{name}' already exists")
 
     # ---- traversal --------------------------------------------------------------------------
     def named_modules(self, prefix="", memo=None, remove_duplicate=True):
@@ -216,28 +220,45 @@ class Module:
         """Set `.training` on this module and all descendants (affects Dropout etc.); return self."""
         if not isinstance(mode, (bool, np.bool_)):
             raise ValueError(f"Module.train: mode must be a bool, got {mode!r}")
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        object.__setattr__(self, "training", bool(mode))
+        for child in self.children():   # through each child's train(), as torch: overrides are honoured
+            child.train(mode)
         return self
 
     def eval(self):
         return self.train(False)
 
-    def requires_grad_(self, flag=True):
+    def requires_grad_(self, requires_grad=True):
+        """Set `requires_grad` on every parameter (torch's keyword name); return self."""
         for p in self.parameters():
-            p.requires_grad_(flag)
+            p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
         """Drop (default) or zero every parameter's `.grad`."""
         zero_grads(self.parameters(), set_to_none)
 
-    def to(self, dtype):
+    def to(self, *args, dtype=None, device=None):
         """Cast every float parameter, its grad and float buffer to `dtype` in place; return self.
 
+        Called as torch's `to(dtype)`, `to(device)`, `to(device, dtype)`: the device must be the CPU
+        ("cpu" or anything whose str() is "cpu", e.g. torch.device("cpu")), which is a no-op.
         Parameters keep their identity (optimizers built before still hold them), but optimizer
         state made before the cast keeps its old dtype: build the optimizer after `.to()`.
         """
+        for arg in args:
+            if _is_device(arg):
+                if device is not None:
+                    raise TypeError("Module.to: two devices given")
+                device = arg
+            elif dtype is None:
+                dtype = arg
+            else:
+                raise TypeError(f"Module.to: expected a device and/or a dtype, got {args!r}")
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise ValueError(f"Module.to: minigrad runs on the CPU only, got device {str(device)!r}")
+        if dtype is None:
+            return self
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise TypeError(f"Module.to: expected float32 or float64, got {dtype}")
@@ -290,7 +311,9 @@ class Module:
             value = state_dict[name]
             value = value.data if isinstance(value, Tensor) else value
             if not isinstance(value, np.ndarray):
-                problems.append(f"{name}: expected a numpy array or Tensor, got {type(value).__name__}")
+                kind = f"{type(value).__module__}.{type(value).__qualname__}"
+                hint = " (convert it with .numpy())" if kind.startswith("torch.") else ""
+                problems.append(f"{name}: expected a numpy array or minigrad Tensor, got {kind}{hint}")
                 continue
             if value.shape != target.data.shape:
                 problems.append(f"size mismatch for {name}: copying a param with shape {value.shape} from "
@@ -330,6 +353,15 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return f"{type(self).__name__}({lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _is_device(arg):
+    """A device spec: a string naming one ("cpu", "cuda:0", "mps"; not a dtype name) or a
+    torch.device-like object."""
+    if isinstance(arg, str):
+        name = arg.split(":")[0]
+        return name in ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla")
+    return type(arg).__name__ == "device"
 
 
 def zero_grads(params, set_to_none=True):

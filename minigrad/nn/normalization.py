@@ -54,17 +54,25 @@ class LayerNorm(Module):
 
 
 class RMSNorm(Module):
-    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim; weight (dim,) = 1."""
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim; weight (dim,) = 1.
 
-    def __init__(self, dim, eps=1e-5, dtype=np.float32):
+    `eps=None` is torch's default meaning, the machine epsilon of the input's dtype (np.finfo);
+    minigrad's own default stays 1e-5 (pass `eps=None` to match torch.nn.RMSNorm(dim) exactly).
+    `elementwise_affine=False` drops the weight.
+    """
+
+    def __init__(self, dim, eps=1e-5, elementwise_affine=True, dtype=np.float32):
         super().__init__()
         self.dim = _norm_dim("RMSNorm", dim)
-        self.eps = float(eps)
-        self.weight = Parameter(np.ones(self.dim, dtype=dtype))
+        self.eps = None if eps is None else float(eps)
+        weight = Parameter(np.ones(self.dim, dtype=dtype)) if elementwise_affine else None
+        self.register_parameter("weight", weight)
 
     def forward(self, x):
         _check_last_dim("RMSNorm", x, self.dim)
-        return x * ((x * x).mean(axis=-1, keepdims=True) + self.eps).rsqrt() * self.weight
+        eps = float(np.finfo(x.dtype).eps) if self.eps is None else self.eps
+        y = x * ((x * x).mean(axis=-1, keepdims=True) + eps).rsqrt()
+        return y if self.weight is None else y * self.weight
 
     def extra_repr(self):
-        return f"({self.dim},), eps={self.eps}"
+        return f"({self.dim},), eps={self.eps}, elementwise_affine={self.weight is not None}"

@@ -27,7 +27,7 @@ def _vector_norm(x, p):
     return float(np.sum(x ** p) ** (1.0 / p))
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale all grads in place so their joint `norm_type`-norm is at most `max_norm`; return that norm.
 
     total = norm of the per-grad norms (accumulated in float64); every grad is multiplied by
@@ -35,6 +35,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     Tensor of the grads' dtype. A nan/inf total raises RuntimeError (grads untouched) when
     `error_if_nonfinite`; otherwise, as in torch, the grads are scaled by the nan/zero coefficient and
     the non-finite norm is returned: check it (`math.isfinite(norm.item())`) to skip such a step.
+    `foreach` (torch's choice of kernel, same result) is accepted and ignored.
     """
     grads = _grads(parameters)
     max_norm, norm_type = float(max_norm), float(norm_type)
@@ -62,7 +63,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return Tensor(np.asarray(total, dtype=dtype))
 
 
-def clip_grad_value_(parameters, clip_value):
+def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every grad element into [-clip_value, clip_value] in place."""
     clip_value = float(clip_value)
     for g in _grads(parameters):

@@ -38,7 +38,13 @@ class Optimizer:
         """Add a dict with 'params' (and optional hyperparameters overriding the defaults)."""
         group = dict(group)
         params = group["params"]
+        _check_ordered(params)
         params = [params] if isinstance(params, Tensor) else list(params)
+        if params and all(_is_named(p) for p in params):   # model.named_parameters(), as torch >= 2.6
+            group["param_names"] = [name for name, _ in params]
+            params = [p for _, p in params]
+        elif any(_is_named(p) for p in params):
+            raise ValueError("a parameter group mixes (name, parameter) pairs with bare parameters")
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
@@ -49,6 +55,9 @@ class Optimizer:
         ids = [id(p) for p in params]
         if len(set(ids)) != len(ids):
             raise ValueError("a parameter group contains the same parameter twice")
+        if self.param_groups and ("param_names" in group) != ("param_names" in self.param_groups[0]):
+            raise ValueError("all parameter groups must be given with names (named_parameters()) or all "
+                             "without")
         taken = {id(p) for g in self.param_groups for p in g["params"]}
         if taken & set(ids):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -146,6 +155,20 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines.extend(f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params")
         return "\n".join(lines + [")"])
+
+
+def _check_ordered(params):
+    """A set's order changes between runs, so state_dict indices would pair state with the wrong
+    parameters on reload: refuse it in a param group, as torch (which, like minigrad, still takes
+    a bare set as the top-level `params`)."""
+    if isinstance(params, (set, frozenset)):
+        raise TypeError("optimizer parameters must be an ordered collection (a list), not a set: a set's "
+                        "order changes between runs")
+
+
+def _is_named(item):
+    return (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+            and isinstance(item[1], Tensor))
 
 
 def _copy(value):
