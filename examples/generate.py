@@ -23,7 +23,10 @@ parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling 
 parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
-ckpt = io.load_checkpoint(args.ckpt)
+try:
+    ckpt = io.load_checkpoint(args.ckpt)
+except (OSError, ValueError) as e:   # no such file or directory, or a damaged checkpoint
+    raise SystemExit(f"generate.py: {e}") from None
 model = ckpt.build_model()
 model.eval()
 tokenizer = ckpt.tokenizer
