@@ -95,10 +95,13 @@ class Tensor:
     split/chunk, squeeze/unsqueeze/flatten, detach()) shares its version counter `_vc` (created on
     first need; None means "version 0, no alias yet"). Views made by an op also keep
     `_view = (base, rewrites at creation)`, `base` being the first non-view Tensor up the chain.
+    A copy standing for what PyTorch makes a view (a transpose, a strided slice, a split along a
+    later dim) keeps `_writeback` (see `autograd.function.WriteBack`), so writing it in place also
+    writes its source, as writing the view would in PyTorch.
     """
 
-    __slots__ = ("data", "grad", "_requires_grad", "_node", "_out_index", "_vc", "_view", "name",
-                 "__weakref__")
+    __slots__ = ("data", "grad", "_requires_grad", "_node", "_out_index", "_vc", "_view", "_writeback",
+                 "name", "__weakref__")
     __array_priority__ = 1000  # make `ndarray op Tensor` defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, requires_grad=False):
@@ -109,6 +112,7 @@ class Tensor:
         self._out_index = 0
         self._vc = None
         self._view = None
+        self._writeback = None
         self.name = None
         if requires_grad:
             self.requires_grad_(True)
@@ -123,6 +127,7 @@ class Tensor:
         t._out_index = 0
         t._vc = None
         t._view = None
+        t._writeback = None
         t.name = None
         return t
 
@@ -182,6 +187,7 @@ class Tensor:
         saved for it."""
         t = Tensor._from_op(self.data)
         t._vc = self._counter()
+        t._writeback = None if self._writeback is None else self._writeback.detached()
         return t
 
     def clone(self):

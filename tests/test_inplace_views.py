@@ -160,9 +160,13 @@ def test_copies_do_not_share_the_counter():
     with mg.no_grad():
         y.add_(1)
     assert (y._version, v._version, t._version, c._version) == (1, 1, 0, 0)
-    t.mul_(2)                                     # not a view: an ordinary in-place op
+    # t is a copy, but one standing for PyTorch's view: written in place it first takes y's newer
+    # values (the no_grad add, as the view would see it), then writes through to y
+    t.mul_(2)
+    np.testing.assert_allclose(t.data, np.full((3, 2), 6.0))
+    np.testing.assert_allclose(y.data, np.full((2, 3), 6.0))
     (t * t).sum().backward()
-    np.testing.assert_allclose(x.grad.data, np.full((2, 3), 32.0))   # d(sum (4x)^2)/dx at x = 1
+    np.testing.assert_allclose(x.grad.data, np.full((2, 3), 48.0))   # PyTorch: t = 2 (2x + 1) -> 8 t
 
 
 # ---- ordinary in-place (no views) -----------------------------------------------------------------

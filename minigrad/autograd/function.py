@@ -143,9 +143,43 @@ def _as_output(arr, dtype):
     arr = np.asarray(arr)
     if dtype is not None and arr.dtype.kind == "f" and arr.dtype != dtype:
         arr = arr.astype(dtype)
-    if not arr.flags.c_contiguous:
+    if not (arr.flags.c_contiguous and arr.flags.writeable):   # read-only: a broadcast_to view
         arr = arr.copy(order="C")
     return arr
+
+
+class WriteBack:
+    """How a copy standing for a PyTorch view writes through to its source (`ops/inplace.py`).
+
+    source: the Tensor it was taken from; view: a numpy view of source's memory laid out like the
+    copy, None when elements repeat (expand), where writing in place raises as in PyTorch; version:
+    source's version when the copy last agreed with it; rewrites: source's count of in-graph
+    in-place writes then (after one, the copy's node is stale); rebuild(source_old, copy) ->
+    source's new value as a Tensor, for a write recorded in the graph.
+    """
+
+    __slots__ = ("source", "view", "version", "rewrites", "rebuild")
+
+    def __init__(self, source, view, rebuild):
+        self.source, self.view, self.rebuild = source, view, rebuild
+        self.version = source._version
+        self.rewrites = 0 if source._vc is None else source._vc.rewrites   # in-graph writes
+
+    def detached(self):
+        """The same write-back for a detach()ed alias of the copy, through a detached alias of the
+        source, so a carried `out[:, -1].detach()` holds no graph."""
+        wb = WriteBack(self.source.detach(), self.view, self.rebuild)
+        wb.version, wb.rewrites = self.version, self.rewrites
+        return wb
+
+
+def _keep_writebacks(cls, ctx, source, arrays, outputs):
+    """Give each output that `_as_output` copied out of `source`'s memory its WriteBack."""
+    owner = _owner(source.data)
+    for i, (raw, out) in enumerate(zip(arrays, outputs)):
+        if out.data is not raw and isinstance(raw, np.ndarray) and _owner(raw) is owner:
+            view = raw if raw.flags.writeable else None
+            out._writeback = WriteBack(source, view, cls.rebuild(ctx, i))
 
 
 class Function:
@@ -157,6 +191,10 @@ class Function:
     """
 
     changes_dtype = False
+    # True for ops whose outputs PyTorch makes views of the first input (transpose, slicing, split,
+    # expand). Their forward returns numpy views; an output that must be copied to C order keeps a
+    # `WriteBack`, and the class defines `rebuild(ctx, i)` (see WriteBack).
+    returns_views = False
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -192,6 +230,8 @@ class Function:
         for out in outputs:
             if out.data.base is not None:        # cheap pre-test: a fresh array has no base
                 _alias_input(out, args, Tensor)
+        if cls.returns_views:
+            _keep_writebacks(cls, ctx, args[0], arrays, outputs)
         if anomaly.is_enabled():
             anomaly.check_forward(cls.__name__, outputs, raw)
         if record:

@@ -123,7 +123,15 @@ def _describe(index):
 
 
 class GetItem(Function):
-    """y = x[index]; gx = scatter-add of g into zeros at index."""
+    """y = x[index]; gx = scatter-add of g into zeros at index. Without index arrays y is a view
+    of x (or a copy that writes back to x when written in place), as in PyTorch."""
+
+    returns_views = True
+
+    @staticmethod
+    def rebuild(ctx, i):
+        index = ctx.index
+        return lambda source, value: SetItem.apply(source, value, index)
 
     @staticmethod
     def forward(ctx, x, index):

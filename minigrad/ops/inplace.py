@@ -13,6 +13,16 @@ view, its base or the value written requires grad: PyTorch would rebase the view
 onto its base; minigrad does not. Under no_grad(), on a detach()ed tensor or a view of one, and
 when nothing requires grad, views may be written in place. In-place on the base in the graph is
 allowed; views made before it then have a stale history and raise when used in the graph again.
+
+Copies standing for PyTorch views: a transpose/permute, a strided slice (`t[:, 0]`) or a split
+along a later dim is copied to C order, and keeps a `WriteBack` to its source. Writing it in place
+writes the source too, as writing the view would in PyTorch: first the source's newer values are
+pulled in, if it changed since; outside the graph the new values are then copied through a numpy
+view of the source; in the graph the source gets a new node, `SetItem(source, copy, index)` (or
+the inverse permute), so gradients flow as PyTorch's view rebase makes them (raises if the source
+itself was written in the graph since the copy was made: the copy's node would be stale). Reading such a copy
+after its source changed still gives the old values (a copy; only writes go through). An expand
+that repeats elements cannot be written in place (PyTorch raises too).
 """
 import numpy as np
 
@@ -52,11 +62,16 @@ def _snapshot(t):
     return old
 
 
-def _in_graph(op, t, compute):
-    """Run compute(old_t) -> Tensor out of place, then make t that result, in place."""
+def _check_leaf(op, t):
     if t.requires_grad and t.is_leaf:
         raise RuntimeError(f"{op}: a leaf tensor that requires grad cannot be modified in place; "
                            "do it under minigrad.no_grad() or on a .detach()ed / .clone()d tensor")
+
+
+def _in_graph(op, t, compute, chain=()):
+    """Run compute(old_t) -> Tensor out of place, then make t that result, in place; then give each
+    source in `chain` (from `_write_chain`) its new value in the graph."""
+    _check_leaf(op, t)
     out = compute(_snapshot(t))
     if out.shape != t.shape:
         raise ValueError(f"{op}: the result has shape {shape_str(out.shape)} but the tensor being "
@@ -65,7 +80,53 @@ def _in_graph(op, t, compute):
     t._bump_version()
     t._vc.rewrites += 1          # views of t made before now still point at its old node
     t._requires_grad, t._node, t._out_index = out.requires_grad, out._node, out._out_index
+    for copy, wb in chain:
+        _in_graph(op, wb.source, lambda old, copy=copy, wb=wb: wb.rebuild(old, copy))
+        wb.version = wb.source._version
     return t
+
+
+def _write_chain(op, t, recording):
+    """[(copy, WriteBack), ...]: the copies a write into t must pass on to their sources (t's own
+    root first), each checked before anything is written."""
+    chain = []
+    while True:
+        root = t if t._view is None else t._view[0]
+        wb = root._writeback
+        if wb is None:
+            return chain
+        if wb.view is None:
+            raise RuntimeError(
+                f"{op}: the tensor of shape {shape_str(root.shape)} was made by expand and several "
+                "of its elements are one element of its source, so it cannot be written in place "
+                "(as in PyTorch); .clone() it first")
+        if recording:
+            if wb.source._vc is not None and wb.source._vc.rewrites != wb.rewrites:
+                raise RuntimeError(
+                    f"{op}: this tensor of shape {shape_str(root.shape)} (a transpose, strided slice "
+                    "or split: a copy that writes back to its source) cannot be written in place in "
+                    "the graph after its source was modified in place in the graph; take it anew")
+            _check_leaf(op, wb.source)
+            _recording(op, wb.source, root)          # raises for a source that is a view in the graph
+        chain.append((root, wb))
+        t = wb.source
+
+
+def _pull(chain):
+    """Bring copies up to date with sources changed in place since (farthest source first)."""
+    for copy, wb in reversed(chain):
+        if wb.source._version != wb.version:
+            np.copyto(copy.data, wb.view)
+            copy._bump_version()
+            wb.version = wb.source._version
+
+
+def _push(chain):
+    """Copy the written values through to every source (nearest first)."""
+    for copy, wb in chain:
+        np.copyto(wb.view, copy.data)
+        wb.source._bump_version()
+        wb.version = wb.source._version
 
 
 _UFUNCS = {binary.Add: np.add, binary.Sub: np.subtract, binary.Mul: np.multiply,
@@ -78,14 +139,18 @@ def binary_inplace(fn, t, other):
     op = fn.__name__.lower() + "_"
     other = operand(other)
     _check_dtypes(op, t, other)
-    if _recording(op, t, other):
-        return _in_graph(op, t, lambda old: fn.apply(old, old if other is t else other))   # x *= x
+    recording = _recording(op, t, other)
+    chain = _write_chain(op, t, recording)
+    _pull(chain)
+    if recording:
+        return _in_graph(op, t, lambda old: fn.apply(old, old if other is t else other), chain)  # x *= x
     try:
         _UFUNCS[fn](t.data, array_of(other), out=t.data)
     except ValueError:
         raise ValueError(f"{op}: {shape_str(t.shape)} {_SYMBOLS[fn]} {shape_str(np.shape(array_of(other)))}: "
                          "the right side must broadcast to the left side's shape") from None
     t._bump_version()
+    _push(chain)
     return t
 
 
@@ -94,11 +159,15 @@ def setitem(t, index, value):
     index = normalize_index(index)
     value = operand(value)
     _check_dtypes("setitem", t, value)
-    if _recording("setitem", t, value):
-        _in_graph("setitem", t, lambda old: SetItem.apply(old, value, index))
+    recording = _recording("setitem", t, value)
+    chain = _write_chain("setitem", t, recording)
+    _pull(chain)
+    if recording:
+        _in_graph("setitem", t, lambda old: SetItem.apply(old, value, index), chain)
         return
     assign(t.data, index, array_of(value))
     t._bump_version()
+    _push(chain)
 
 
 def fill_(t, value):

@@ -7,6 +7,7 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.ops._common import as_tensor, normalize_dim, operand, shape_str
+from minigrad.ops.indexing import SetItem
 
 
 class Cat(Function):
@@ -41,16 +42,24 @@ class Stack(Function):
 
 
 class Split(Function):
-    """(y_0, y_1, ...) = pieces of x along axis with the given sizes."""
+    """(y_0, y_1, ...) = pieces of x along axis with the given sizes (views of x, or copies that
+    write back to x when written in place)."""
+
+    returns_views = True
 
     @staticmethod
     def forward(ctx, x, sizes, axis):
-        ctx.axis = axis
-        return tuple(np.ascontiguousarray(p) for p in np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+        ctx.axis, ctx.bounds = axis, np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        return tuple(np.split(x, ctx.bounds[1:-1], axis=axis))
 
     @staticmethod
     def backward(ctx, *gs):
         return np.concatenate(gs, axis=ctx.axis), None, None
+
+    @staticmethod
+    def rebuild(ctx, i):
+        index = (slice(None),) * ctx.axis + (slice(ctx.bounds[i], ctx.bounds[i + 1]),)
+        return lambda source, value: SetItem.apply(source, value, index)
 
 
 class Pad(Function):

@@ -34,28 +34,44 @@ class Reshape(Function):
 
 
 class Permute(Function):
-    """y = x.transpose(dims) (copied to C order); gx = g.transpose(argsort(dims))."""
+    """y = x.transpose(dims) (copied to C order; in-place writes reach x); gx = g.transpose(argsort(dims))."""
+
+    returns_views = True
 
     @staticmethod
     def forward(ctx, x, dims):
-        ctx.inverse = tuple(np.argsort(dims))
-        return np.ascontiguousarray(x.transpose(dims))
+        ctx.inverse = tuple(int(d) for d in np.argsort(dims))
+        return x.transpose(dims)
 
     @staticmethod
     def backward(ctx, g):
         return np.ascontiguousarray(g.transpose(ctx.inverse)), None
 
+    @staticmethod
+    def rebuild(ctx, i):
+        inverse = ctx.inverse
+        return lambda source, value: Permute.apply(value, inverse)
+
 
 class Expand(Function):
-    """y = x broadcast to `shape` (copied); gx = g, summed back by the engine."""
+    """y = x broadcast to `shape` (copied when elements repeat; then y may not be written in place,
+    as in PyTorch); gx = g, summed back by the engine."""
+
+    returns_views = True
 
     @staticmethod
     def forward(ctx, x, shape):
-        return np.broadcast_to(x, shape).copy()
+        if np.prod(shape) == x.size:         # only size-1 dims added: a view, as any reshape
+            return x.reshape(shape)
+        return np.broadcast_to(x, shape)
 
     @staticmethod
     def backward(ctx, g):
         return g, None
+
+    @staticmethod
+    def rebuild(ctx, i):
+        return None                          # never used: a repeated-element copy cannot write back
 
 
 def reshape(x, *shape):
