@@ -264,3 +264,17 @@ def test_where_numpy_mask_is_copied_at_forward():
     m[0] = False                                  # a numpy-level write: the op kept its own copy
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.data, [2, 0, 2])
+
+
+def test_stale_view_not_requiring_grad_raises_when_its_base_entered_the_graph():
+    """The view does not require grad, but its base now does (an in-place op in the graph): using
+    the view would silently drop the gradient to p that PyTorch's rebased view gives (found by the
+    docs walkthrough)."""
+    p = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    base = mg.zeros(3)
+    vv = base[0:2]
+    base.add_(p * 1)
+    with pytest.raises(RuntimeError, match="Take the view again"):
+        vv * p[0:2]
+    (base[0:2] * p[0:2]).sum().backward()      # taken again: PyTorch's gradient
+    np.testing.assert_array_equal(p.grad.data, [2.0, 4.0, 0.0])

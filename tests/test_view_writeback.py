@@ -182,3 +182,15 @@ def test_matches_pytorch_views(name):
     assert len(want) == len(got)
     for w, g in zip(want, got):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_copy_used_in_the_graph_after_its_source_was_rewritten_there_raises():
+    x = mg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    t = x * 1
+    h = t.T
+    t.add_(x)                        # PyTorch's h would see this (and route its grad); the copy cannot
+    with pytest.raises(RuntimeError, match="old values"):
+        h * 2
+    c = (x * 1).T
+    c.add_(1)                        # writing the copy itself keeps copy and source in agreement
+    np.testing.assert_array_equal((c * 2).data, (x.data.T + 1) * 2)

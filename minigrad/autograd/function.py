@@ -28,6 +28,11 @@ _STALE_VIEW_MSG = ("{op}: an input of shape {shape} is a view (reshape, slice, s
                    "modified in place in the graph after the view was made; minigrad does not rebase a "
                    "view's autograd history. Take the view again after the in-place op.")
 
+_STALE_COPY_MSG = ("{op}: an input of shape {shape} is a transpose, strided slice or split (a copy "
+                   "standing for PyTorch's view) whose source was modified in place in the graph "
+                   "after it was made; it still holds the old values. Take it again after the "
+                   "in-place op.")
+
 _sequence = itertools.count()
 _DEFAULT_FLOAT = np.dtype(np.float32)       # what non-float inputs become (tensor.float32)
 
@@ -115,9 +120,13 @@ class Node:
         self.inputs = []
         self.input_meta = []
         for a in args:
+            if getattr(a, "_view", None) is not None and a._view[1] != a._vc.rewrites:
+                # also for a view that does not require grad: its base may require it since
+                raise RuntimeError(_STALE_VIEW_MSG.format(op=fn.__name__, shape=a.shape))
+            wb = getattr(a, "_writeback", None)
+            if wb is not None and wb.source._vc is not None and wb.source._vc.rewrites != wb.rewrites:
+                raise RuntimeError(_STALE_COPY_MSG.format(op=fn.__name__, shape=a.shape))
             if getattr(a, "requires_grad", False):
-                if a._view is not None and a._view[1] != a._vc.rewrites:
-                    raise RuntimeError(_STALE_VIEW_MSG.format(op=fn.__name__, shape=a.shape))
                 self.inputs.append(a if a._node is None else (a._node, a._out_index))
                 self.input_meta.append((a.data.shape, a.data.dtype))
             else:

@@ -82,7 +82,7 @@ def _in_graph(op, t, compute, chain=()):
     t._requires_grad, t._node, t._out_index = out.requires_grad, out._node, out._out_index
     for copy, wb in chain:
         _in_graph(op, wb.source, lambda old, copy=copy, wb=wb: wb.rebuild(old, copy))
-        wb.version = wb.source._version
+        wb.version, wb.rewrites = wb.source._version, wb.source._vc.rewrites   # copy and source agree
     return t
 
 
