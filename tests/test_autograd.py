@@ -223,6 +223,41 @@ def test_no_grad_records_nothing_and_is_thread_local_and_a_decorator():
             assert Mul.apply(x, x).requires_grad
 
 
+def test_grad_mode_forms_as_pytorch():
+    """set_grad_enabled as a plain call, a context and a decorator; no_grad / enable_grad bare as
+    decorators (found by the docs walkthrough: the plain call did nothing, `@no_grad` raised)."""
+    x = f64(3)
+    try:
+        mg.set_grad_enabled(False)
+        assert not mg.is_grad_enabled() and not Mul.apply(x, x).requires_grad
+    finally:
+        mg.set_grad_enabled(True)
+    assert mg.is_grad_enabled()
+    with mg.set_grad_enabled(False):
+        assert not mg.is_grad_enabled()
+    assert mg.is_grad_enabled()
+
+    @mg.set_grad_enabled(False)
+    def off(t):
+        return Mul.apply(t, t)
+
+    assert mg.is_grad_enabled() and not off(x).requires_grad and mg.is_grad_enabled()
+
+    @no_grad
+    def g(t):
+        return Mul.apply(t, t)
+
+    @mg.enable_grad
+    def h(t):
+        return Mul.apply(t, t)
+
+    assert g.__name__ == "g" and not g(x).requires_grad
+    with no_grad():
+        assert h(x).requires_grad
+    with pytest.raises(TypeError, match="takes no arguments"):
+        no_grad(3)
+
+
 def test_mixed_dtypes_raise():
     x = mg.randn(3, requires_grad=True)
     y = f64(3)

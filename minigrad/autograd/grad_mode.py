@@ -36,25 +36,49 @@ class _GradMode:
         return wrapper
 
 
-class no_grad(_GradMode):
-    """Run ops without recording the tape: `with no_grad(): ...` or `@no_grad()`."""
+class _BareDecorator(_GradMode):
+    """A grad mode that also decorates without parentheses: `@no_grad` as well as `@no_grad()`."""
+
+    def __new__(cls, fn=None):
+        self = super().__new__(cls)
+        if fn is None:
+            return self
+        if not callable(fn):
+            raise TypeError(f"{cls.__name__}() takes no arguments (or the function it decorates), "
+                            f"got {fn!r}")
+        return self(fn)
+
+    def __init__(self, fn=None):
+        pass
+
+
+class no_grad(_BareDecorator):
+    """Run ops without recording the tape: `with no_grad(): ...`, `@no_grad()` or `@no_grad`."""
 
     mode = False
 
 
-class enable_grad(_GradMode):
-    """Re-enable recording inside a `no_grad` block: `with enable_grad(): ...` or `@enable_grad()`."""
+class enable_grad(_BareDecorator):
+    """Re-enable recording inside a `no_grad` block: `with enable_grad(): ...` or as a decorator."""
 
     mode = True
 
 
 class set_grad_enabled(_GradMode):
-    """`with set_grad_enabled(flag): ...` — grad mode on or off by a flag."""
+    """Grad mode on or off by a flag, as PyTorch's: a plain call `set_grad_enabled(False)` switches
+    it at once (until switched back); `with set_grad_enabled(flag): ...` restores the previous mode
+    on exit; `@set_grad_enabled(flag)` applies it inside the decorated function only."""
 
     def __init__(self, mode):
         self.mode = bool(mode)
+        self._prev = is_grad_enabled()
+        _set_enabled(self.mode)
+
+    def __enter__(self):
+        return self
 
     def __call__(self, fn):
+        _set_enabled(self._prev)          # as a decorator, nothing changes outside the function
         mode = self.mode
 
         @functools.wraps(fn)
