@@ -440,7 +440,15 @@ class _Run:
     prompt: str = "\n"
 
     def save(self, step, elapsed):
+        """Checkpoint step `step`; a model whose parameters are no longer finite is never saved
+        (a later `--resume` or `sample` would take it for the newest good one)."""
         cfg = self.cfg
+        bad = next((name for name, p in self.model.named_parameters() if not np.isfinite(p.data).all()), None)
+        if bad is not None:
+            raise TrainingError(
+                f"the parameters became non-finite by step {step} ({bad} holds nan/inf), so it was not "
+                f"saved; the newest good checkpoint is {io.latest_checkpoint(cfg.out)}. Try a lower "
+                f"--lr (now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
         return io.save_checkpoint(
             cfg.out, step, self.model, self.optimizer, model_type=cfg.model, tokenizer=self.tokenizer,
             keep=cfg.keep, rng={"sampler": self.sampler.state_dict(), "minigrad": mg.get_rng_state()},

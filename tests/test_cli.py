@@ -138,6 +138,18 @@ def test_nan_loss_is_a_clear_error(corpus, tmp_path, monkeypatch):
         train(tiny(corpus, tmp_path, steps=10, eval_every=100), log=quiet)
 
 
+def test_non_finite_parameters_are_never_saved_as_a_good_checkpoint(corpus, tmp_path):
+    """With an absurd lr the loss of step 2 is still finite but its update makes the weights NaN;
+    the checkpoint of step 2 used to be written (all NaN) and named "the newest good checkpoint"
+    (found by the docs walkthrough). Now nothing non-finite is saved and the error names step 1's."""
+    with pytest.raises(TrainingError, match=r"non-finite by step 2 .*newest good checkpoint is .*ckpt_0+1\."):
+        train(tiny(corpus, tmp_path, steps=6, eval_every=1, lr=1e30, warmup=0), log=quiet)
+    saved = io.list_checkpoints(str(tmp_path))
+    assert [s for s, _ in saved] == [1]
+    ckpt = io.load_checkpoint(str(tmp_path))
+    assert all(np.isfinite(p.data).all() for p in ckpt.build_model().parameters())
+
+
 def test_minutes_mode_stops_on_time(corpus, tmp_path):
     res = train(tiny(corpus, tmp_path, steps=None, minutes=0.05), log=quiet)
     assert res["step"] >= 1 and 2.5 <= res["elapsed_s"] < 30
