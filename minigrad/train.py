@@ -146,6 +146,11 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. the loss became NaN)."""
 
 
+def _newest_good(out):
+    path = io.latest_checkpoint(out)
+    return f"the newest good checkpoint is {path}" if path else "no checkpoint was saved before it"
+
+
 def learning_rate(cfg, step, time_fraction=0.0):
     """The learning rate at `step`: a linear warmup, then constant or a half-cosine down to
     lr * min_lr_ratio.
@@ -447,8 +452,8 @@ class _Run:
         if bad is not None:
             raise TrainingError(
                 f"the parameters became non-finite by step {step} ({bad} holds nan/inf), so it was not "
-                f"saved; the newest good checkpoint is {io.latest_checkpoint(cfg.out)}. Try a lower "
-                f"--lr (now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
+                f"saved; {_newest_good(cfg.out)}. Try a lower --lr (now {cfg.lr:g}), a longer --warmup "
+                "or a smaller --grad-clip.")
         return io.save_checkpoint(
             cfg.out, step, self.model, self.optimizer, model_type=cfg.model, tokenizer=self.tokenizer,
             keep=cfg.keep, rng={"sampler": self.sampler.state_dict(), "minigrad": mg.get_rng_state()},
@@ -604,8 +609,8 @@ def train(cfg, log=print):
                 train_loss = loss.item()
                 if not math.isfinite(train_loss):
                     raise TrainingError(
-                        f"the training loss became {train_loss} at step {step + 1} (lr {lr:.3g}); the newest "
-                        f"good checkpoint is {io.latest_checkpoint(cfg.out)}. Try a lower --lr "
+                        f"the training loss became {train_loss} at step {step + 1} (lr {lr:.3g}); "
+                        f"{_newest_good(cfg.out)}. Try a lower --lr "
                         f"(now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
                 optimizer.zero_grad()
                 loss.backward()
