@@ -278,8 +278,9 @@ def test_generate_is_recurrent_and_reproducible():
     a = model.generate(prompt, 8, temperature=0.8, top_k=5, top_p=0.9, seed=123)
     b = model.generate(prompt, 8, temperature=0.8, top_k=5, top_p=0.9, seed=123)
     np.testing.assert_array_equal(a, b)
-    assert ((0 <= a) & (a < SMALL["vocab_size"])).all()
+    assert ((0 <= a.data) & (a.data < SMALL["vocab_size"])).all()
     assert isinstance(model.generate(mg.tensor(prompt), 1), mg.Tensor)
+    assert isinstance(model.generate(prompt, 1), mg.Tensor)      # as GPT.generate, for any idx
 
 
 def test_clear_errors():

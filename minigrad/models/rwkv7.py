@@ -261,7 +261,7 @@ class RWKV7(Module):
 
         The prompt runs in parallel once; then one token at a time through the recurrent state, so
         memory stays constant per token (no cache grows). temperature 0 means greedy (argmax).
-        Returns an int64 numpy array (a Tensor if idx was a Tensor).
+        Returns an int64 Tensor, as GPT.generate.
         """
         max_new_tokens = check_new_tokens(max_new_tokens)
         check_sampling(temperature, top_k, top_p)
@@ -272,8 +272,7 @@ class RWKV7(Module):
             logits, state = self._run(tokens, None)
             with serial_blas():
                 self._decode(logits, state, out, max_new_tokens, temperature, top_k, top_p, rng)
-        result = np.concatenate(out, axis=1)
-        return Tensor(result) if isinstance(idx, Tensor) else result
+        return Tensor(np.concatenate(out, axis=1))
 
     def _decode(self, logits, state, out, max_new_tokens, temperature, top_k, top_p, rng):
         """Sample max_new_tokens one at a time through the recurrent state, appending to `out`."""
