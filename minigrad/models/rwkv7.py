@@ -66,8 +66,18 @@ class RWKV7TimeMix(Module):
 
     def forward(self, x, shift_state, wkv_state, v_first):
         """x (B, T, C) -> (out, new_shift_state, new_wkv_state, v_first)."""
-        return F.rwkv7_time_mix(x, dict(self.named_parameters()), shift_state, wkv_state, v_first,
+        return F.rwkv7_time_mix(x, self._params(), shift_state, wkv_state, v_first,
                                 layer_id=self.layer_id, head_size=self.head_size)
+
+    def _params(self):
+        """{name: Parameter} as named_parameters() gives it (own ones, then one level of children),
+        without its generic traversal: this runs once per layer per call, also per decoded token."""
+        params = {name: p for name, p in self._parameters.items() if p is not None}
+        for child_name, child in self._modules.items():
+            for name, p in child._parameters.items():
+                if p is not None:
+                    params[f"{child_name}.{name}"] = p
+        return params
 
 
 class RWKV7ChannelMix(Module):
