@@ -73,6 +73,14 @@ def _scalars(data):
         yield data
 
 
+def _is_device(arg):
+    """A device spec (for `Tensor.to` and `Module.to`): a string naming one ("cpu", "cuda:0"; not a
+    dtype name) or a torch.device-like object."""
+    if isinstance(arg, str):
+        return arg.split(":")[0] in ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla")
+    return type(arg).__name__ == "device"
+
+
 class _Version:
     """The in-place version counter of one block of memory, shared by every Tensor aliasing it.
 
@@ -100,13 +108,13 @@ class Tensor:
     writes its source, as writing the view would in PyTorch.
     """
 
-    __slots__ = ("data", "grad", "_requires_grad", "_node", "_out_index", "_vc", "_view", "_writeback",
+    __slots__ = ("data", "_grad", "_requires_grad", "_node", "_out_index", "_vc", "_view", "_writeback",
                  "name", "__weakref__")
     __array_priority__ = 1000  # make `ndarray op Tensor` defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, requires_grad=False):
         self.data = _as_array(data, dtype)
-        self.grad = None
+        self._grad = None
         self._requires_grad = False
         self._node = None
         self._out_index = 0
@@ -121,7 +129,7 @@ class Tensor:
     def _from_op(cls, arr):
         t = cls.__new__(cls)
         t.data = arr
-        t.grad = None
+        t._grad = None
         t._requires_grad = False
         t._node = None
         t._out_index = 0
@@ -152,11 +160,41 @@ class Tensor:
     def grad_fn(self):
         return self._node
 
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        """As in PyTorch, an assigned grad is None or a Tensor of this tensor's shape (another shape
+        made the next backward fail, or broadcast into a wrong-shaped grad). A wrong dtype is
+        caught by the optimizer's step."""
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.data.shape:
+                raise RuntimeError(f"assigned grad of shape {value.shape} to a tensor of shape "
+                                   f"{self.data.shape}")
+        self._grad = value
+
     def size(self, dim=None):
         return self.data.shape if dim is None else self.data.shape[dim]
 
+    def dim(self):
+        return self.data.ndim
+
     def numel(self):
         return int(self.data.size)
+
+    def element_size(self):
+        return self.data.itemsize
+
+    def is_floating_point(self):
+        return self.data.dtype.kind == "f"
+
+    def is_contiguous(self):
+        """Always True: a Tensor's array is C-contiguous (PyTorch's non-contiguous views are copies)."""
+        return True
 
     def __len__(self):
         if self.data.ndim == 0:
@@ -222,17 +260,57 @@ class Tensor:
         self._node.retained[self._out_index] = weakref.ref(self)
         return self
 
-    def to(self, dtype):
-        """Cast to `dtype` (a differentiable op when the result is float)."""
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+        """Cast to `dtype` (a differentiable op when the result is float), as torch's `to(dtype)`,
+        `to(other_tensor)` (its dtype), `to(device)`, `to(device, dtype)`; the device must be the CPU.
+        Returns `self` when nothing changes (unless `copy=True`)."""
         from minigrad.ops.cast import cast
 
-        return cast(self, dtype)
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif _is_device(arg):
+                device = arg
+            else:
+                dtype = arg
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise ValueError(f"to: minigrad runs on the CPU only, got device {str(device)!r}")
+        out = self if dtype is None else cast(self, dtype)
+        return self.clone() if copy and out is self else out
+
+    def cpu(self):
+        return self
 
     def float(self):
         return self.to(float32)
 
     def double(self):
         return self.to(float64)
+
+    def long(self):
+        return self.to(int64)
+
+    def int(self):
+        return self.to(int32)
+
+    def bool(self):
+        return self.to(bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False):
+        """A new tensor of `data` (copied), by default of this tensor's dtype."""
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
     def backward(self, gradient=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) (times `gradient` for non-scalars) into every leaf's `.grad`."""
@@ -275,13 +353,56 @@ class Tensor:
         return int(self.item())
 
     def __array__(self, dtype=None, copy=None):
-        return self.data if dtype is None else self.data.astype(dtype)
+        """`np.asarray(t)` shares the array; `np.array(t)` (copy=True) copies it, as for a torch tensor."""
+        arr = self.data if dtype is None else self.data.astype(dtype, copy=False)
+        if copy is False and arr is not self.data:
+            raise ValueError(f"__array__: cannot convert {self.dtype} to {np.dtype(dtype)} without a copy")
+        return arr.copy() if copy and arr is self.data else arr
+
+    def __format__(self, spec):
+        """A 0-d tensor formats as its value (`f"{loss:.4f}"`), as in PyTorch."""
+        if self.data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __getstate__(self):
+        """Pickling and deepcopy keep the values, requires_grad, .grad and name; the copy is a new
+        leaf (PyTorch's too), without the graph, the saved tensors or the aliasing of a view."""
+        return {"data": self.data, "grad": self._grad, "requires_grad": self._requires_grad,
+                "name": self.name}
+
+    def __copy__(self):
+        """copy.copy: a leaf sharing the array and its version counter, keeping requires_grad (PyTorch's
+        shallow copy shares the storage too)."""
+        t = type(self)._from_op(self.data)
+        t._vc = self._counter()
+        t._requires_grad = self._requires_grad
+        t.name = self.name
+        return t
+
+    def __setstate__(self, state):
+        self.data = state["data"]
+        self._grad = state["grad"]
+        self._requires_grad = state["requires_grad"]
+        self._node = None
+        self._out_index = 0
+        self._vc = None
+        self._view = None
+        self._writeback = None
+        self.name = state["name"]
 
     def __repr__(self):
         body = np.array2string(self.data, precision=4, separator=", ", threshold=64, edgeitems=3,
                                prefix="tensor(")
         extra = ""
-        if self.data.dtype != float32:
+        # PyTorch's suffixes: the size of an empty tensor that is not 1-d, and the dtype unless it
+        # is a default one (float32; for a non-empty tensor also int64 and bool)
+        if self.data.size == 0:
+            if self.data.ndim != 1:
+                extra += f", size={self.shape}"
+            if self.data.dtype != float32:
+                extra += f", dtype={self.data.dtype}"
+        elif self.data.dtype not in (float32, int64, bool_):
             extra += f", dtype={self.data.dtype}"
         if self._node is not None:
             extra += f", grad_fn=<{self._node.name}>"
@@ -356,10 +477,15 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     """Like torch.arange: int64 when every argument is an int, else float32."""
     if end is None:
         start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if dtype is None:
         ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = int64 if ints else float32
-    return Tensor(np.arange(start, end, step, dtype=dtype), requires_grad=requires_grad)
+    if np.dtype(dtype).kind == "f":   # start + i * step in float64, as PyTorch: numpy's float32
+        arr = np.arange(start, end, step, dtype=float64).astype(dtype)    # arange drifts by ulps
+    else:
+        arr = np.arange(start, end, step, dtype=dtype)
+    return Tensor(arr, requires_grad=requires_grad)
 
 
 def _like(fn):

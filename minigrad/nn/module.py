@@ -9,7 +9,7 @@ import numpy as np
 
 from minigrad.autograd import no_grad
 from minigrad.nn.parameter import Parameter
-from minigrad.tensor import Tensor
+from minigrad.tensor import Tensor, _is_device
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -353,15 +353,6 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return f"{type(self).__name__}({lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
-
-
-def _is_device(arg):
-    """A device spec: a string naming one ("cpu", "cuda:0", "mps"; not a dtype name) or a
-    torch.device-like object."""
-    if isinstance(arg, str):
-        name = arg.split(":")[0]
-        return name in ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla")
-    return type(arg).__name__ == "device"
 
 
 def zero_grads(params, set_to_none=True):

@@ -4,9 +4,11 @@ Reductions take PyTorch's `dim`/`keepdim` or numpy's `axis`/`keepdims`. As in Py
 is the max of everything, `x.max(dim)` a (values, indices) pair over one int dim, `x.max(other)`
 the elementwise maximum; numpy's `x.max(axis=...)` and `amax` return the values only.
 """
+import numpy as np
+
 from minigrad.kernels.validate import check_int
 from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
-from minigrad.ops._common import operand, pick_dims, pick_keepdim
+from minigrad.ops._common import array_of, operand, pick_dims, pick_keepdim, run_broadcasting, wrap
 from minigrad.ops.indexing import getitem
 from minigrad.tensor import Tensor
 
@@ -79,6 +81,30 @@ def _variance(fn):
     return method
 
 
+def _bitwise(op, symbol, ufunc, reflected=False):
+    """`&`, `|`, `^` of bool (logical) or integer (bitwise) tensors, as in PyTorch: no grad."""
+    def method(self, other):
+        try:
+            other = operand(other)
+        except TypeError:
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        for x in (a, b):
+            if isinstance(x, float) or isinstance(x, Tensor) and x.dtype.kind == "f":
+                raise TypeError(f"{op}: `{symbol}` takes bool or integer tensors, got a float operand")
+        return wrap(run_broadcasting(op, symbol, ufunc, array_of(a), array_of(b)))
+
+    method.__name__ = op
+    return method
+
+
+def _invert(self):
+    """`~mask`: logical not of a bool tensor, bitwise not of an integer one."""
+    if self.dtype.kind == "f":
+        raise TypeError("invert: `~` takes a bool or integer tensor, got a float one")
+    return wrap(np.invert(self.data))
+
+
 def _split(self, split_size_or_sections, dim=0):
     return join.split(self, split_size_or_sections, dim)
 
@@ -133,6 +159,10 @@ _METHODS = {
     "ne": compare.ne, "isfinite": compare.isfinite, "isnan": compare.isnan,
     "logical_not": compare.logical_not, "logical_and": compare.logical_and,
     "logical_or": compare.logical_or,
+    "__and__": _bitwise("and", "&", np.bitwise_and), "__rand__": _bitwise("and", "&", np.bitwise_and, True),
+    "__or__": _bitwise("or", "|", np.bitwise_or), "__ror__": _bitwise("or", "|", np.bitwise_or, True),
+    "__xor__": _bitwise("xor", "^", np.bitwise_xor), "__rxor__": _bitwise("xor", "^", np.bitwise_xor, True),
+    "__invert__": _invert,
     # elementwise
     "add": binary.add, "sub": binary.sub, "mul": binary.mul, "div": binary.div, "pow": binary.pow,
     "neg": elementwise.neg, "maximum": binary.maximum, "minimum": binary.minimum,
