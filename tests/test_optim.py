@@ -197,7 +197,8 @@ def test_bad_group_hyperparameters_raise_at_step_before_anything_moves(make, key
 
 
 @pytest.mark.parametrize("name, kwargs", [("SGD", dict(lr=0.1, momentum=0.9)),
-                                          ("AdamW", dict(lr=1e-2, amsgrad=True))])
+                                          ("AdamW", dict(lr=1e-2, amsgrad=True)),
+                                          ("Adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True))])
 def test_state_dict_round_trip_is_exact(name, kwargs):
     rng = np.random.default_rng(2)
     init = [rng.standard_normal(s).astype(np.float32) for s in [(4, 3), (3,)]]

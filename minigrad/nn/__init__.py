@@ -1,15 +1,18 @@
 """Neural-network building blocks with PyTorch's names, shapes and state_dict keys."""
 from minigrad.nn import init, utils
-from minigrad.nn.activation import GELU, ReLU, Sigmoid, SiLU, Tanh
+from minigrad.nn.activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from minigrad.nn.container import ModuleDict, ModuleList, Sequential
 from minigrad.nn.dropout import Dropout
 from minigrad.nn.embedding import Embedding
+from minigrad.nn.flatten import Flatten
 from minigrad.nn.linear import Identity, Linear
+from minigrad.nn.loss import CrossEntropyLoss, L1Loss, MSELoss
 from minigrad.nn.module import Module
 from minigrad.nn.normalization import LayerNorm, RMSNorm
 from minigrad.nn.parameter import Parameter
 
 __all__ = [
     "Module", "Parameter", "Linear", "Identity", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
-    "Sequential", "ModuleList", "ModuleDict", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "init", "utils",
+    "Sequential", "ModuleList", "ModuleDict", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU",
+    "Softmax", "LogSoftmax", "Flatten", "CrossEntropyLoss", "MSELoss", "L1Loss", "init", "utils",
 ]

@@ -1,10 +1,15 @@
 """Activation modules: thin wrappers over the Tensor methods, for use in Sequential.
 
 They take torch's constructor arguments: `GELU(approximate='none' | 'tanh')`, `ReLU(inplace=False)`,
-`SiLU(inplace=False)`. minigrad has no in-place activations, so `inplace=True` raises (rather than
+`SiLU(inplace=False)`, `LeakyReLU(negative_slope=0.01, inplace=False)`, `Softmax(dim)`,
+`LogSoftmax(dim)`. minigrad has no in-place activations, so `inplace=True` raises (rather than
 silently leaving the input unchanged where torch would overwrite it).
 """
+import warnings
+
+from minigrad.kernels.validate import check_finite_scalar, check_int
 from minigrad.nn.module import Module
+from minigrad.ops.binary import where
 
 
 def _check_inplace(name, inplace):
@@ -59,3 +64,55 @@ class Tanh(_Activation):
 
 class Sigmoid(_Activation):
     method = "sigmoid"
+
+
+class LeakyReLU(Module):
+    """y = x where x > 0, negative_slope * x elsewhere (gradient negative_slope at 0, as torch)."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        _check_inplace("LeakyReLU", inplace)
+        self.negative_slope = check_finite_scalar("LeakyReLU", "negative_slope", negative_slope)
+        self.inplace = False
+
+    def forward(self, x):
+        return where(x > 0, x, x * self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+def _softmax_dim(name, ndim, dim):
+    """torch's legacy implicit dim when dim is None (with its deprecation warning): 0 for 0-, 1- and
+    3-d inputs, else 1."""
+    if dim is not None:
+        return dim
+    warnings.warn(f"{name}: implicit dimension choice has been deprecated; pass dim explicitly", UserWarning,
+                  stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class _SoftmaxAlong(Module):
+    method = None
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim if dim is None else check_int(type(self).__name__, "dim", dim)
+
+    def forward(self, x):
+        return getattr(x, self.method)(_softmax_dim(type(self).__name__, x.ndim, self.dim))
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmax(_SoftmaxAlong):
+    """y = exp(x) / sum(exp(x)) along `dim` (max-shifted)."""
+
+    method = "softmax"
+
+
+class LogSoftmax(_SoftmaxAlong):
+    """y = x - logsumexp(x) along `dim`."""
+
+    method = "log_softmax"
