@@ -34,7 +34,10 @@ from minigrad.random import get_rng_state, manual_seed, set_rng_state  # noqa: E
 from minigrad.tensor import (  # noqa: E402
     Tensor,
     arange,
+    as_tensor,
     bool_,
+    empty,
+    eye,
     float32,
     float64,
     from_numpy,
@@ -42,10 +45,12 @@ from minigrad.tensor import (  # noqa: E402
     full_like,
     int32,
     int64,
+    linspace,
     ones,
     ones_like,
     rand,
     rand_like,
+    randint,
     randn,
     randn_like,
     tensor,
@@ -94,7 +99,8 @@ def build_info():
 
 
 __all__ = [
-    "Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "randn", "rand", "arange", "zeros_like",
+    "Tensor", "tensor", "from_numpy", "as_tensor", "zeros", "ones", "full", "empty", "eye", "randn", "rand",
+    "randint", "arange", "linspace", "zeros_like",
     "ones_like", "full_like", "randn_like", "rand_like", "float32", "float64", "int32", "int64", "bool_",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "detect_anomaly", "gradcheck",
     "manual_seed", "get_rng_state", "set_rng_state", "set_num_threads", "get_num_threads", "build_info",

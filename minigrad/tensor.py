@@ -11,6 +11,7 @@ import numpy as np
 
 from minigrad import random as _random
 from minigrad.autograd import engine
+from minigrad.kernels.validate import check_int, check_number
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -184,6 +185,14 @@ class Tensor:
         return self.data.ndim
 
     def numel(self):
+        return int(self.data.size)
+
+    def ndimension(self):
+        """Alias of `dim()` (PyTorch's older name)."""
+        return self.data.ndim
+
+    def nelement(self):
+        """Alias of `numel()`."""
         return int(self.data.size)
 
     def element_size(self):
@@ -440,6 +449,22 @@ def from_numpy(arr):
     return Tensor(arr)
 
 
+def as_tensor(data, dtype=None):
+    """Like torch.as_tensor: `data` itself when it is a Tensor of `dtype` (or a differentiable cast
+    of it), a Tensor sharing a numpy array's memory when its dtype and layout allow (as `from_numpy`),
+    else a new tensor as `tensor(data, dtype)` makes."""
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    if isinstance(data, np.ndarray):
+        return Tensor(data, dtype=dtype)
+    return tensor(data, dtype=dtype)
+
+
+def empty(*shape, dtype=float32, requires_grad=False):
+    """An uninitialized tensor (its values are whatever the memory held)."""
+    return Tensor(np.empty(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+
+
 def zeros(*shape, dtype=float32, requires_grad=False):
     return Tensor(np.zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
 
@@ -486,6 +511,55 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     else:
         arr = np.arange(start, end, step, dtype=dtype)
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps, dtype=float32, requires_grad=False):
+    """`steps` evenly spaced values from `start` to `end` (both included), as torch.linspace: the
+    first half start + i * step, the second half end - (steps - 1 - i) * step, with step =
+    (end - start) / (steps - 1) in the result dtype. float32 is rounded as PyTorch's CPU kernel
+    does (a fused multiply-add: the product exact in float64, one rounding); float64 within 1 ulp."""
+    steps = check_int("linspace", "steps", steps.item() if isinstance(steps, Tensor) else steps, low=0)
+    start, end = (check_number("linspace", name, v.item() if isinstance(v, Tensor) else v)
+                  for name, v in (("start", start), ("end", end)))
+    dtype = np.dtype(dtype)
+    if dtype not in _FLOATS:
+        raise TypeError(f"linspace: dtype must be float32 or float64, got {dtype}")
+    start, end = dtype.type(start), dtype.type(end)
+    if steps <= 1:
+        return Tensor(np.full(steps, start, dtype=dtype), requires_grad=requires_grad)
+    step = (end - start) / dtype.type(steps - 1)
+    i = np.arange(steps)
+    n = np.minimum(i, steps - 1 - i).astype(dtype)        # multiples of step from the nearer end
+    # the products of two float32 are exact in float64, so this rounds once, as a float32 fma does
+    exact = n.astype(float64) * float64.type(step)
+    arr = np.where(i < steps // 2, float64.type(start) + exact, float64.type(end) - exact).astype(dtype)
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def eye(n, m=None, dtype=float32, requires_grad=False):
+    """The n x m (default n x n) identity matrix."""
+    n = check_int("eye", "n", n, low=0)
+    m = n if m is None else check_int("eye", "m", m, low=0)
+    return Tensor(np.eye(n, m, dtype=dtype), requires_grad=requires_grad)
+
+
+def randint(low, high=None, size=None, *, dtype=int64, requires_grad=False, generator=None):
+    """Integers uniform in [low, high) of shape `size` from `generator` (default: minigrad's global
+    one, see manual_seed); `randint(high, size)` draws from [0, high), as torch.randint."""
+    if size is None and isinstance(high, (tuple, list)):
+        high, size = None, high                             # randint(high, size)
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: missing the size argument, e.g. randint(0, 10, (3,))")
+    low, high = (check_int("randint", name, v.item() if isinstance(v, Tensor) else v)
+                 for name, v in (("low", low), ("high", high)))
+    if low >= high:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    size = _shape((size,) if isinstance(size, (int, np.integer)) else tuple(size))
+    gen = generator or _random.default_generator()
+    arr = gen.integers(low, high, size=size, dtype=np.int64)
+    return Tensor(arr if np.dtype(dtype) == int64 else arr.astype(dtype), requires_grad=requires_grad)
 
 
 def _like(fn):

@@ -1,8 +1,32 @@
 """The module-level op functions re-exported as `minigrad.<name>` (minigrad.where, minigrad.cat ...)."""
 from minigrad.ops import reduce
 from minigrad.ops._common import as_tensor
-from minigrad.ops.binary import add, div, maximum, minimum, mul, pow, sub, where  # noqa: A004
-from minigrad.ops.compare import eq, ge, gt, isfinite, isnan, le, logical_and, logical_not, logical_or, lt, ne
+from minigrad.ops.binary import (  # noqa: A004
+    add,
+    div,
+    floor_divide,
+    maximum,
+    minimum,
+    mul,
+    pow,
+    remainder,
+    sub,
+    where,
+)
+from minigrad.ops.compare import (
+    eq,
+    ge,
+    gt,
+    isfinite,
+    isnan,
+    le,
+    logical_and,
+    logical_not,
+    logical_or,
+    lt,
+    ne,
+    nonzero,
+)
 from minigrad.ops.elementwise import (  # noqa: A004
     abs,
     clamp,
@@ -24,6 +48,8 @@ from minigrad.ops.indexing import getitem
 from minigrad.ops.join import cat, chunk, pad, split, stack
 from minigrad.ops.linalg import matmul
 from minigrad.ops.reduce import (  # noqa: A004
+    all,
+    any,
     argmax,
     argmin,
     log_softmax,
@@ -53,8 +79,9 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 concat = concatenate = cat
 
 __all__ = [
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "where", "neg",
+    "add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "maximum", "minimum", "where", "neg",
     "eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "logical_and", "logical_or", "logical_not",
+    "nonzero", "all", "any",
     "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "softplus", "erf",
     "clamp", "clip",
     "sum", "mean", "max", "min", "amax", "amin", "var", "std", "logsumexp", "softmax", "log_softmax",

@@ -8,10 +8,13 @@ broadcast shape; the engine sums them back to each input's shape.
     maximum / minimum: g to the larger / smaller operand, split evenly (g/2 each) on ties; an
         operand loses only where it compares smaller / larger, so at a NaN both get g (PyTorch)
     where: (g [cond], g [not cond])
+    remainder: (g, -g floor_divide(a, b)) (as PyTorch)
+floor_divide (`//`) has no gradient (zero almost everywhere): its result never requires grad.
 """
 import numpy as np
 
 from minigrad.autograd.function import Function
+from minigrad.autograd.grad_mode import no_grad
 from minigrad.ops._common import array_of, operand, run_broadcasting
 from minigrad.tensor import Tensor
 
@@ -147,6 +150,69 @@ class Where(Function):
                 np.where(cond, zero, g) if need_b else None)
 
 
+def _division_operands(op, a, b):
+    """a, b (arrays or Python scalars) as PyTorch divides them: a float division happens in the float
+    dtype of the array operands (float32 when none is float: `int_tensor % 1.1` uses float32(1.1)).
+    Bool / bool raises, as in PyTorch; so does an integer division by zero (numpy would give 0)."""
+    kind = np.result_type(a, b).kind
+    if kind == "b":
+        raise TypeError(f"{op}: not implemented for bool tensors")
+    if kind == "f":
+        floats = [x.dtype for x in (a, b) if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
+        dtype = floats[0] if floats else np.dtype(np.float32)
+        return tuple(x.astype(dtype, copy=False) if isinstance(x, np.ndarray) else dtype.type(x)
+                     for x in (a, b))
+    if np.any(np.asarray(b) == 0):
+        raise ZeroDivisionError(f"{op}: integer division by zero")
+    return a, b
+
+
+def _floor_divide(a, b):
+    """floor(a / b) as Python's `//` (and torch.floor_divide): float32 / float64 as numpy's
+    floor_divide, which rounds as CPython and PyTorch do (fmod, then the quotient snapped to an
+    integer); b == 0 gives inf / nan for floats."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(a, b)
+
+
+class FloorDivide(Function):
+    """y = floor(a / b) (run under no_grad: the result never requires grad)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = _division_operands("floor_divide", a, b)
+        return run_broadcasting("floor_divide", "//", _floor_divide, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("floor_divide has no gradient")
+
+
+class Remainder(Function):
+    """y = a - b floor(a / b), with the sign of b (Python's `%`, torch.remainder); floats as PyTorch:
+    fmod(a, b), plus b where that is nonzero with the sign of a differing from b's."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = _division_operands("remainder", a, b)
+        if ctx.needs_input_grad[1]:
+            ctx.save_for_backward(a, b)
+        if np.result_type(a, b).kind != "f":
+            return run_broadcasting("remainder", "%", np.remainder, a, b)
+        with np.errstate(invalid="ignore"):
+            mod = run_broadcasting("remainder", "%", np.fmod, a, b)
+            return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        gb = None
+        if need_b:
+            a, b = ctx.saved_tensors
+            gb = -g * _floor_divide(a, b)
+        return (g if need_a else None), gb
+
+
 def _binary(fn, a, b):
     return fn.apply(operand(a), operand(b))
 
@@ -169,6 +235,17 @@ def div(a, b):
 
 def pow(a, b):  # noqa: A001 - PyTorch's name
     return _binary(Pow, a, b)
+
+
+def floor_divide(a, b):
+    """a // b rounded toward -inf (torch.floor_divide, Python's `//`); no grad."""
+    with no_grad():
+        return _binary(FloorDivide, a, b)
+
+
+def remainder(a, b):
+    """a % b with the sign of b (torch.remainder, Python's `%`); grads g and -g floor(a / b)."""
+    return _binary(Remainder, a, b)
 
 
 def maximum(a, b):

@@ -1,4 +1,5 @@
-"""Comparisons: bool tensors that never require grad (they are not recorded on the tape)."""
+"""Comparisons (bool tensors) and `nonzero` (int64 indices): results that never require grad (they are
+not recorded on the tape)."""
 import numpy as np
 
 from minigrad.ops._common import array_of, operand, run_broadcasting, wrap
@@ -39,3 +40,13 @@ def isfinite(x):
 
 def isnan(x):
     return wrap(np.isnan(array_of(x)))
+
+
+def nonzero(x, *, as_tuple=False):
+    """The indices of the nonzero elements, as torch.nonzero: an int64 (n, ndim) tensor in row-major
+    order (a 0-d tensor gives (1, 0) or (0, 0)); `as_tuple=True`: one 1-D int64 tensor per dim (a 0-d
+    tensor counts as 1-D)."""
+    arr = array_of(x)
+    if as_tuple:
+        return tuple(wrap(i.astype(np.int64, copy=False)) for i in np.nonzero(np.atleast_1d(arr)))
+    return wrap(np.argwhere(arr).astype(np.int64, copy=False))

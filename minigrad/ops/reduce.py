@@ -21,6 +21,7 @@ import numpy as np
 from minigrad.autograd.engine import sum_accurate
 from minigrad.autograd.function import Function
 from minigrad.ops._common import expand_to, kept_shape, normalize_dim, normalize_dims, wrap
+from minigrad.ops.cast import cast
 
 
 class _Reduction(Function):
@@ -244,12 +245,30 @@ def _dims(op, x, dim):
     return normalize_dims(op, dim, x.ndim, x.shape)
 
 
-def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's name
+    """Sum over `dim`; with `dtype`, x is cast to it first (as torch; float casts differentiable)."""
+    x = x if dtype is None else cast(x, dtype)
     return Sum.apply(x, _dims("sum", x, dim), bool(keepdim))
 
 
-def mean(x, dim=None, keepdim=False):
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean over `dim`; with `dtype` (float32 or float64), x is cast to it first, as torch."""
+    if dtype is not None and np.dtype(dtype).kind != "f":
+        raise TypeError(f"mean: dtype must be a float dtype, got {np.dtype(dtype)}")
+    x = x if dtype is None else cast(x, dtype)
     return Mean.apply(x, _dims("mean", x, dim), bool(keepdim))
+
+
+def all(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Whether every element (over `dim`: None or () every dim, an int or a tuple) is nonzero; a bool
+    tensor, no grad (NaN counts as nonzero; over nothing: True)."""
+    return wrap(np.all(x.data, axis=_dims("all", x, dim), keepdims=bool(keepdim)))
+
+
+def any(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Whether some element (over `dim`, as `all`) is nonzero; a bool tensor, no grad (over nothing:
+    False)."""
+    return wrap(np.any(x.data, axis=_dims("any", x, dim), keepdims=bool(keepdim)))
 
 
 def max(x, dim=None, keepdim=False):  # noqa: A001

@@ -72,6 +72,16 @@ def _extremum(reduce_fn, along_fn, pairwise_fn):
     return method
 
 
+def _typed_reduction(fn):
+    """sum / mean: a reduction that also takes torch's `dtype=` (the input is cast to it first)."""
+    def method(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=False):
+        return fn(self, pick_dims(dim, axis, fn.__name__), pick_keepdim(keepdim, keepdims), dtype=dtype)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
 def _variance(fn):
     def method(self, dim=None, correction=None, keepdim=False, *, unbiased=None, axis=None, keepdims=False):
         return fn(self, pick_dims(dim, axis, fn.__name__), correction, pick_keepdim(keepdim, keepdims),
@@ -131,6 +141,22 @@ def _reshape_as(self, other):
     return shape.reshape(self, other.shape)
 
 
+def _t(self):
+    """The transpose of a matrix; a tensor of fewer dims as it is (a view), as torch's t()."""
+    if self.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dims, got shape {tuple(self.shape)}; use "
+                         "transpose(dim0, dim1) or .mT")
+    return shape.transpose(self, 0, -1)
+
+
+def _matrix_transpose(self):
+    """The last two dims swapped (a batch of matrices transposed)."""
+    if self.ndim < 2:
+        raise ValueError(f"mT: expects a tensor with >= 2 dims (a matrix or a batch of them), got shape "
+                         f"{tuple(self.shape)}")
+    return shape.transpose(self, -2, -1)
+
+
 def _contiguous(self):
     return self
 
@@ -146,6 +172,8 @@ _METHODS = {
     "__mul__": _arithmetic(binary.Mul), "__rmul__": _arithmetic(binary.Mul, True),
     "__truediv__": _arithmetic(binary.Div), "__rtruediv__": _arithmetic(binary.Div, True),
     "__pow__": _arithmetic(binary.Pow), "__rpow__": _arithmetic(binary.Pow, True),
+    "__floordiv__": _operator(binary.floor_divide), "__rfloordiv__": _operator(binary.floor_divide, True),
+    "__mod__": _arithmetic(binary.Remainder), "__rmod__": _arithmetic(binary.Remainder, True),
     "__matmul__": _operator(linalg.matmul), "__rmatmul__": _operator(linalg.matmul, True),
     "__neg__": elementwise.neg, "__pos__": lambda self: self, "__abs__": elementwise.abs,
     "__iadd__": _inplace_operator(binary.Add), "__isub__": _inplace_operator(binary.Sub),
@@ -156,7 +184,7 @@ _METHODS = {
     "__lt__": _operator(compare.lt), "__le__": _operator(compare.le), "__gt__": _operator(compare.gt),
     "__ge__": _operator(compare.ge), "__eq__": _operator(compare.eq), "__ne__": _operator(compare.ne),
     "lt": compare.lt, "le": compare.le, "gt": compare.gt, "ge": compare.ge, "eq": compare.eq,
-    "ne": compare.ne, "isfinite": compare.isfinite, "isnan": compare.isnan,
+    "ne": compare.ne, "isfinite": compare.isfinite, "isnan": compare.isnan, "nonzero": compare.nonzero,
     "logical_not": compare.logical_not, "logical_and": compare.logical_and,
     "logical_or": compare.logical_or,
     "__and__": _bitwise("and", "&", np.bitwise_and), "__rand__": _bitwise("and", "&", np.bitwise_and, True),
@@ -166,13 +194,15 @@ _METHODS = {
     # elementwise
     "add": binary.add, "sub": binary.sub, "mul": binary.mul, "div": binary.div, "pow": binary.pow,
     "neg": elementwise.neg, "maximum": binary.maximum, "minimum": binary.minimum,
+    "floor_divide": binary.floor_divide, "remainder": binary.remainder,
     "exp": elementwise.exp, "log": elementwise.log, "sqrt": elementwise.sqrt, "rsqrt": elementwise.rsqrt,
     "abs": elementwise.abs, "tanh": elementwise.tanh, "sigmoid": elementwise.sigmoid,
     "relu": elementwise.relu, "silu": elementwise.silu, "gelu": elementwise.gelu,
     "softplus": elementwise.softplus, "erf": elementwise.erf, "clamp": elementwise.clamp,
     "clip": elementwise.clamp, "masked_fill": _masked_fill, "where": _where,
     # reductions
-    "sum": _reduction(reduce.sum), "mean": _reduction(reduce.mean),
+    "sum": _typed_reduction(reduce.sum), "mean": _typed_reduction(reduce.mean),
+    "all": _reduction(reduce.all), "any": _reduction(reduce.any),
     "max": _extremum(reduce.max, reduce.max_along, binary.maximum),
     "min": _extremum(reduce.min, reduce.min_along, binary.minimum),
     "amax": _reduction(reduce.max), "amin": _reduction(reduce.min),
@@ -184,7 +214,7 @@ _METHODS = {
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
     "expand": shape.expand, "expand_as": _expand_as, "reshape_as": _reshape_as, "view_as": _reshape_as,
-    "contiguous": _contiguous, "split": _split, "chunk": _chunk, "matmul": linalg.matmul,
+    "t": _t, "contiguous": _contiguous, "split": _split, "chunk": _chunk, "matmul": linalg.matmul,
     # in place
     "add_": _inplace_operator(binary.Add), "sub_": _inplace_operator(binary.Sub),
     "mul_": _inplace_operator(binary.Mul), "div_": _inplace_operator(binary.Div),
@@ -195,4 +225,5 @@ for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
 Tensor.T = property(shape.T, doc="All dims reversed (the transpose of a matrix).")
+Tensor.mT = property(_matrix_transpose, doc=_matrix_transpose.__doc__)
 Tensor.__hash__ = object.__hash__   # __eq__ is elementwise; tensors stay hashable by identity
