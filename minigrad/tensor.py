@@ -179,7 +179,16 @@ class Tensor:
         self._grad = value
 
     def size(self, dim=None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        if dim is None:
+            return self.data.shape
+        n = self.data.ndim
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"size: dim must be an int, got {dim!r}")
+        if n == 0:
+            raise IndexError(f"size: a 0-d tensor has no dim {dim}")
+        if not -n <= dim < n:
+            raise IndexError(f"size: dim {dim} is out of range for a {n}-d tensor (expected [{-n}, {n - 1}])")
+        return self.data.shape[dim]
 
     def dim(self):
         return self.data.ndim

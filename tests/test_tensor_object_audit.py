@@ -170,3 +170,21 @@ def test_creation_matches_torch():
     assert repr(mg.tensor([[1, 2]])) == repr(torch.tensor([[1, 2]]))
     assert repr(mg.zeros(2, 0)) == repr(torch.zeros(2, 0))
     assert f"{mg.tensor(0.25):.3f}" == f"{torch.tensor(0.25):.3f}"
+
+
+def test_size_of_a_missing_dim_names_the_range():
+    t = mg.zeros(2, 3)
+    assert t.size(-1) == 3 and t.size(0) == 2
+    with pytest.raises(IndexError, match=r"dim 5 is out of range for a 2-d tensor \(expected \[-2, 1\]\)"):
+        t.size(5)
+    with pytest.raises(IndexError, match="0-d tensor has no dim"):
+        mg.tensor(1.0).size(0)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        t.size(1.0)
+
+
+def test_sum_of_unsigned_integers_is_int64_as_pytorch():
+    for dt in (np.uint8, np.uint16, np.uint32):
+        s = mg.tensor(np.array([200, 100], dtype=dt)).sum()
+        assert s.dtype == np.int64 and s.item() == 300
+    assert mg.tensor(np.array([[1, 2]], dtype=np.uint8)).sum(1, keepdim=True).dtype == np.int64

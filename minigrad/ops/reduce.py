@@ -41,6 +41,8 @@ class Sum(_Reduction):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         Sum.setup(ctx, x, dims)
+        if x.dtype.kind == "u":      # numpy would give uint64; PyTorch sums every integer type in int64
+            return x.sum(axis=dims, keepdims=keepdim, dtype=np.int64)
         return sum_accurate(x, dims, keepdim)
 
     @staticmethod
