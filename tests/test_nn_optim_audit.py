@@ -127,15 +127,19 @@ def test_sequential_insert_returns_self():
     assert nn.ModuleList([nn.ReLU()]).insert(0, nn.Tanh()) is None       # as torch
 
 
-# ---- load_state_dict names a torch tensor plainly --------------------------------------------
-def test_load_state_dict_of_torch_tensors_says_so():
+# ---- load_state_dict takes a torch state dict -------------------------------------------------
+def test_load_state_dict_of_torch_tensors():
     torch = pytest.importorskip("torch")
-    sd = {"weight": torch.zeros(3, 2), "bias": torch.zeros(3)}
-    with pytest.raises(RuntimeError, match=r"got torch\.Tensor \(convert it with \.numpy\(\)\)"):
-        nn.Linear(2, 3).load_state_dict(sd)
+    ref = torch.nn.Linear(2, 3)
     lin = nn.Linear(2, 3)
-    lin.load_state_dict({k: v.numpy() for k, v in sd.items()})
-    assert not lin.weight.data.any()
+    lin.load_state_dict(ref.state_dict())                  # torch tensors, read through .numpy()
+    np.testing.assert_array_equal(lin.weight.data, ref.weight.detach().numpy())
+    np.testing.assert_array_equal(lin.bias.data, ref.bias.detach().numpy())
+    sd = {"weight": torch.zeros(3, 2, dtype=torch.bfloat16), "bias": torch.zeros(3)}
+    with pytest.raises(RuntimeError, match=r"got torch\.Tensor of dtype torch\.bfloat16.*\.float\(\)"):
+        lin.load_state_dict(sd)
+    with pytest.raises(RuntimeError, match="dtype mismatch for weight"):   # no silent cast, as before
+        lin.load_state_dict({"weight": torch.zeros(3, 2, dtype=torch.float64), "bias": torch.zeros(3)})
 
 
 # ---- activations take torch's constructor arguments ----------------------------------------------

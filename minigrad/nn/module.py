@@ -296,7 +296,9 @@ class Module:
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays from `state_dict` into this module's parameters and buffers (in place).
 
-        Values may be numpy arrays or Tensors. Shape and dtype must match exactly (no silent casts);
+        Values may be numpy arrays, Tensors or torch tensors (read through their `.numpy()`, so
+        `model.load_state_dict(torch_model.state_dict())` works; torch is not imported). Shape and
+        dtype must match exactly (no silent casts);
         with strict=True the key sets must match too. Every problem is reported in one RuntimeError
         and nothing is modified unless all checks pass. Returns (missing_keys, unexpected_keys).
         """
@@ -308,12 +310,13 @@ class Module:
         for name, target in own.items():
             if name not in state_dict:
                 continue
-            value = state_dict[name]
-            value = value.data if isinstance(value, Tensor) else value
+            value = _state_array(state_dict[name])
             if not isinstance(value, np.ndarray):
                 kind = f"{type(value).__module__}.{type(value).__qualname__}"
-                hint = " (convert it with .numpy())" if kind.startswith("torch.") else ""
-                problems.append(f"{name}: expected a numpy array or minigrad Tensor, got {kind}{hint}")
+                hint = (f" of dtype {value.dtype}, which numpy has no type for (convert it with .float())"
+                        if kind.startswith("torch.") else "")
+                problems.append(f"{name}: expected a numpy array, a minigrad Tensor or a torch tensor, got "
+                                f"{kind}{hint}")
                 continue
             if value.shape != target.data.shape:
                 problems.append(f"size mismatch for {name}: copying a param with shape {value.shape} from "
@@ -353,6 +356,19 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return f"{type(self).__name__}({lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _state_array(value):
+    """A state-dict value as a numpy array (minigrad Tensor, numpy array, or a torch tensor with a
+    numpy dtype); anything else is returned as it is, for the caller's error."""
+    if isinstance(value, Tensor):
+        return value.data
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        try:
+            return value.detach().cpu().numpy()
+        except (TypeError, RuntimeError):      # bfloat16 and other dtypes numpy has no type for
+            return value
+    return value
 
 
 def zero_grads(params, set_to_none=True):
