@@ -6,7 +6,7 @@ from minigrad.nn.dropout import Dropout
 from minigrad.nn.embedding import Embedding
 from minigrad.nn.flatten import Flatten
 from minigrad.nn.linear import Identity, Linear
-from minigrad.nn.loss import CrossEntropyLoss, L1Loss, MSELoss
+from minigrad.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from minigrad.nn.module import Module
 from minigrad.nn.normalization import LayerNorm, RMSNorm
 from minigrad.nn.parameter import Parameter
@@ -14,5 +14,6 @@ from minigrad.nn.parameter import Parameter
 __all__ = [
     "Module", "Parameter", "Linear", "Identity", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
     "Sequential", "ModuleList", "ModuleDict", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU",
-    "Softmax", "LogSoftmax", "Flatten", "CrossEntropyLoss", "MSELoss", "L1Loss", "init", "utils",
+    "Softmax", "LogSoftmax", "Flatten", "CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss",
+    "BCEWithLogitsLoss", "init", "utils",
 ]

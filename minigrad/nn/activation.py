@@ -9,7 +9,7 @@ import warnings
 
 from minigrad.kernels.validate import check_finite_scalar, check_int
 from minigrad.nn.module import Module
-from minigrad.ops.binary import where
+from minigrad.ops.activations import leaky_relu
 
 
 def _check_inplace(name, inplace):
@@ -76,7 +76,7 @@ class LeakyReLU(Module):
         self.inplace = False
 
     def forward(self, x):
-        return where(x > 0, x, x * self.negative_slope)
+        return leaky_relu(x, self.negative_slope)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}"

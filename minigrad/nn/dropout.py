@@ -1,13 +1,13 @@
 """Dropout: inverted dropout in training, identity in eval."""
-from minigrad import random as _random
 from minigrad.nn.module import Module
-from minigrad.tensor import Tensor
+from minigrad.ops.dropout import dropout
 
 
 class Dropout(Module):
     """Training: y = x * mask / (1 - p), mask ~ Bernoulli(1 - p) per element; eval (or p == 0): y = x.
 
-    Masks come from `generator` if given, else from minigrad's global generator (minigrad.manual_seed).
+    Masks come from `generator` if given, else from minigrad's global generator (minigrad.manual_seed);
+    the forward is F.dropout.
     """
 
     def __init__(self, p=0.5, generator=None, inplace=False):
@@ -26,12 +26,7 @@ class Dropout(Module):
         self.inplace = False
 
     def forward(self, x):
-        if not self.training or self.p == 0.0:
-            return x
-        gen = self.generator if self.generator is not None else _random.default_generator()
-        keep = gen.random(x.shape) >= self.p
-        scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
-        return x * Tensor(keep.astype(x.dtype) * x.dtype.type(scale))
+        return dropout(x, self.p, self.training, generator=self.generator)
 
     def extra_repr(self):
         return f"p={self.p}"
