@@ -395,6 +395,7 @@ class Tensor:
         t = type(self)._from_op(self.data)
         t._vc = self._counter()
         t._requires_grad = self._requires_grad
+        t._writeback = None if self._writeback is None else self._writeback.detached()
         t.name = self.name
         return t
 

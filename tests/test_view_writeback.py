@@ -194,3 +194,10 @@ def test_copy_used_in_the_graph_after_its_source_was_rewritten_there_raises():
     c = (x * 1).T
     c.add_(1)                        # writing the copy itself keeps copy and source in agreement
     np.testing.assert_array_equal((c * 2).data, (x.data.T + 1) * 2)
+
+
+def test_shallow_copy_of_a_transpose_writes_through_too():
+    import copy
+    x = mg.tensor(np.zeros((2, 3)))
+    copy.copy(x.T).add_(1)           # copy.copy shares the memory, so it shares the write-back
+    np.testing.assert_array_equal(x.data, np.ones((2, 3)))
