@@ -30,7 +30,7 @@ from minigrad.autograd import (  # noqa: E402
     set_grad_enabled,
 )
 from minigrad.ops.api import *  # noqa: E402,F401,F403  (minigrad.where, cat, matmul, exp ...)
-from minigrad.random import get_rng_state, manual_seed, set_rng_state  # noqa: E402
+from minigrad.random import Generator, get_rng_state, manual_seed, set_rng_state  # noqa: E402
 from minigrad.tensor import (  # noqa: E402
     Tensor,
     arange,
@@ -65,9 +65,14 @@ if _TIMEOUT_TOO_LATE:
     _warn_if_blas_spins()
 
 _LAZY = {"nn", "optim", "models", "data", "functional", "io"}
+# PyTorch's dtype aliases (torch.long, torch.float ...), served here rather than bound as globals so
+# that this module's own `int` / `float` / `bool` stay the builtins.
+_DTYPE_ALIASES = {"long": int64, "int": int32, "float": float32, "double": float64, "bool": bool_}
 
 
 def __getattr__(name):
+    if name in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[name]
     if name in _LAZY:
         import importlib
 
@@ -103,5 +108,6 @@ __all__ = [
     "randint", "arange", "linspace", "zeros_like",
     "ones_like", "full_like", "randn_like", "rand_like", "float32", "float64", "int32", "int64", "bool_",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "detect_anomaly", "gradcheck",
-    "manual_seed", "get_rng_state", "set_rng_state", "set_num_threads", "get_num_threads", "build_info",
+    "manual_seed", "Generator", "get_rng_state", "set_rng_state", "set_num_threads", "get_num_threads",
+    "build_info",
 ]

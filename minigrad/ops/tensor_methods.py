@@ -8,7 +8,15 @@ import numpy as np
 
 from minigrad.kernels.validate import check_int
 from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
-from minigrad.ops._common import array_of, operand, pick_dims, pick_keepdim, run_broadcasting, wrap
+from minigrad.ops._common import (
+    array_of,
+    normalize_dim,
+    operand,
+    pick_dims,
+    pick_keepdim,
+    run_broadcasting,
+    wrap,
+)
 from minigrad.ops.indexing import getitem
 from minigrad.tensor import Tensor
 
@@ -165,6 +173,47 @@ def _setitem(self, index, value):
     inplace.setitem(self, index, value)
 
 
+def _api(name):
+    """A function of `minigrad.ops.api` (which imports this module's neighbours), bound lazily."""
+    def method(self, *args, **kwargs):
+        from minigrad.ops import api
+
+        return getattr(api, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def _clamp_min(self, min):  # noqa: A002
+    return elementwise.clamp(self, min=min)
+
+
+def _clamp_max(self, max):  # noqa: A002
+    return elementwise.clamp(self, max=max)
+
+
+def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002  (torch's argument name)
+    """torch.topk: the k largest (smallest with largest=False) entries along `dim` as (values,
+    indices), always in sorted order (a valid `sorted=False` result too); NaN counts as larger than
+    everything, as in torch; ties keep the lower index first. The gradient goes to the picked indices."""
+    if self.ndim == 0:
+        values, indices = _topk(self.reshape(1), k, 0, largest, sorted)
+        return reduce.ValuesIndices(values.reshape(()), indices.reshape(()))
+    d = normalize_dim("topk", dim, self.ndim, self.shape)
+    k = check_int("topk", "k", k, low=0)
+    if k > self.shape[d]:
+        raise ValueError(f"topk: k ({k}) is larger than the size {self.shape[d]} of dim {d}")
+    a = self.data
+    if a.dtype.kind in "bu":
+        a = a.astype(np.int64)
+    if largest:   # descending, NaN first (lexsort: the last key is the primary one; both stable)
+        order = np.lexsort((-a, ~np.isnan(a)) if a.dtype.kind == "f" else (-a,), axis=d)
+    else:         # ascending; argsort puts NaN last
+        order = np.argsort(a, axis=d, kind="stable")
+    index = np.take(order, np.arange(k), axis=d)
+    return reduce.ValuesIndices(reduce.TakeAlong.apply(self, index, d, True), wrap(index))
+
+
 _METHODS = {
     # arithmetic operators
     "__add__": _arithmetic(binary.Add), "__radd__": _arithmetic(binary.Add, True),
@@ -209,7 +258,10 @@ _METHODS = {
     "var": _variance(reduce.var), "std": _variance(reduce.std),
     "logsumexp": _reduction(reduce.logsumexp),
     "argmax": _reduction(reduce.argmax), "argmin": _reduction(reduce.argmin),
-    "softmax": reduce.softmax, "log_softmax": reduce.log_softmax,
+    "softmax": reduce.softmax, "log_softmax": reduce.log_softmax, "topk": _topk,
+    "multinomial": _api("multinomial"), "allclose": _api("allclose"),
+    "mm": _api("mm"), "bmm": _api("bmm"), "square": _api("square"), "tril": _api("tril"),
+    "triu": _api("triu"), "clamp_min": _clamp_min, "clamp_max": _clamp_max,
     # shape
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
