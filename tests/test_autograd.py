@@ -456,3 +456,41 @@ def test_backward_returning_the_wrong_number_of_grads_raises():
     with pytest.raises(RuntimeError, match=r"expected 2, got 1"):
         Total.apply(Missing.apply(x, x)).backward()
     assert x.grad is None
+
+
+def test_autograd_grad_of_leaves_and_intermediates_leaves_dot_grad_alone():
+    """torch.autograd.grad's contract: gradients returned, no .grad written (also for other leaves),
+    intermediate inputs allowed, unused inputs an error unless allow_unused."""
+    x = mg.tensor([[0.5, -1.0], [2.0, 0.25]], dtype=mg.float64, requires_grad=True)
+    w = mg.tensor([1.5, -2.0], dtype=mg.float64, requires_grad=True)
+    unused = mg.tensor([1.0], dtype=mg.float64, requires_grad=True)
+    h = x * w                                   # intermediate
+    y = (h * h).sum()
+    gx, gh, gw = mg.autograd.grad(y, [x, h, w], retain_graph=True)
+    np.testing.assert_allclose(gh.data, 2 * h.data)
+    np.testing.assert_allclose(gx.data, 2 * h.data * w.data)
+    np.testing.assert_allclose(gw.data, (2 * h.data * x.data).sum(0))
+    assert x.grad is None and w.grad is None and unused.grad is None
+    with pytest.raises(RuntimeError, match="not used"):
+        mg.autograd.grad(y, [unused], retain_graph=True)
+    assert mg.autograd.grad(y, [unused, w], allow_unused=True, retain_graph=True)[0] is None
+    (gy,) = mg.autograd.grad(y, y, retain_graph=True)
+    assert gy.item() == 1.0
+    g2 = mg.autograd.grad([h], [x], grad_outputs=[mg.ones(2, 2, dtype=mg.float64)])[0]
+    np.testing.assert_allclose(g2.data, np.broadcast_to(w.data, (2, 2)))
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        mg.autograd.grad(y, [x], create_graph=True)
+
+
+def test_autograd_grad_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(5).standard_normal((3, 4))
+    x = mg.tensor(a, requires_grad=True)
+    h = (x * 2).tanh()
+    y = (h.softmax(-1) * h).sum()
+    got = mg.autograd.grad(y, [x, h])
+    tx = torch.tensor(a, requires_grad=True)
+    th = (tx * 2).tanh()
+    want = torch.autograd.grad((th.softmax(-1) * th).sum(), [tx, th])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.data, w.numpy(), rtol=1e-12, atol=1e-14)

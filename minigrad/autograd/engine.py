@@ -116,6 +116,37 @@ def _collect(roots):
 
 def backward(tensors, grad_tensors=None, retain_graph=False):
     """Accumulate d(sum_i <grad_i, tensor_i>)/d(leaf) into every leaf's `.grad`."""
+    _commit(_run(tensors, grad_tensors, retain_graph, None))
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=False, create_graph=False, allow_unused=False):
+    """torch.autograd.grad: the gradients of sum_i <grad_outputs_i, outputs_i> with respect to each
+    of `inputs` (leaves or intermediate tensors), returned as a tuple of Tensors; no `.grad` is
+    touched. An input the outputs do not depend on raises, or gives None with allow_unused=True.
+    create_graph (higher-order gradients) is not supported."""
+    from minigrad.tensor import Tensor
+
+    if create_graph:
+        raise NotImplementedError("grad: create_graph=True (gradients of gradients) is not supported")
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"grad: inputs[{i}] is not a Tensor that requires grad")
+    buffered = _run(outputs, grad_outputs, retain_graph, inputs)
+    out = []
+    for i, t in enumerate(inputs):
+        entry = buffered.get(id(t))
+        if entry is None and not allow_unused:
+            raise RuntimeError(f"grad: inputs[{i}] (shape {t.shape}) was not used to compute the outputs; "
+                               "pass allow_unused=True to get None for it")
+        out.append(None if entry is None else Tensor._from_op(np.array(entry[1], dtype=t.data.dtype)))
+    return tuple(out)
+
+
+def _run(tensors, grad_tensors, retain_graph, inputs):
+    """Walk the graph back from `tensors`; returns the buffered grads {id: [tensor, sum, owned]}: of
+    every leaf (inputs None), or of just the tensors in `inputs`, leaves or not."""
     from minigrad.tensor import Tensor
 
     sync_thread()
@@ -127,6 +158,9 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
         raise ValueError(f"backward: {len(tensors)} tensors but {len(grad_tensors)} gradients")
 
     pending, buffered = {}, {}
+    wanted = None if inputs is None else {id(t) for t in inputs}
+    # intermediate inputs: their grad is complete when their node runs (the walk is in reverse order)
+    captured = {(id(t._node), t._out_index): t for t in inputs or () if t._node is not None}
     for t, g in zip(tensors, grad_tensors):
         if not t.requires_grad:
             raise RuntimeError("backward: tensor does not require grad and has no grad_fn "
@@ -142,7 +176,8 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                 raise ValueError(f"backward: gradient shape {g.shape} != tensor shape {t.shape}")
             g = g.astype(t.data.dtype, copy=False)
         if t._node is None:
-            _buffer(buffered, t, g, False)
+            if wanted is None or id(t) in wanted:
+                _buffer(buffered, t, g, False)
         else:
             slots = pending.setdefault(t._node, [None] * len(t._node.output_meta))
             i = t._out_index
@@ -157,11 +192,15 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                 if not retain_graph:
                     node.free()
                 continue
-            if node.retained:
+            if node.retained and inputs is None:
                 for i, ref in node.retained.items():
                     t = ref()
                     if t is not None and slots[i] is not None:
                         _buffer(buffered, t, slots[i], False)
+            for i, g in enumerate(slots):
+                t = captured.get((id(node), i)) if captured else None
+                if t is not None and g is not None:
+                    _buffer(buffered, t, g, False)
             grads_out = [s if s is not None else np.zeros(shape, dtype)
                          for s, (shape, dtype) in zip(slots, node.output_meta)]
             grads_in = node.fn.backward(node.ctx, *grads_out)
@@ -185,7 +224,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                     parent, idx = inp
                     slots_p = pending.setdefault(parent, [None] * len(parent.output_meta))
                     slots_p[idx] = g if slots_p[idx] is None else slots_p[idx] + g
-                else:
+                elif wanted is None or id(inp) in wanted:
                     # references to g: this frame, getrefcount's argument and, when g is the op's
                     # own array, grads_in; any other holder (ctx, a view of it, a second slot of
                     # grads_in) means it is shared, and the leaf gets a copy
@@ -193,4 +232,4 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
                     _buffer(buffered, inp, g, owned)
             if not retain_graph:
                 node.free()
-    _commit(buffered)
+    return buffered
