@@ -2,6 +2,7 @@
 
 Derivative table (y = f(x)):
     exp: y    log: 1/x    sqrt: 1/(2y)    rsqrt: -y^3/2    abs: sign(x) (0 at 0 and NaN)    tanh: 1 - y^2
+    log1p: 1/(1 + x)    expm1: y + 1    sin: cos(x)    cos: -sin(x)
     sigmoid: y(1 - y)    relu: [not y <= 0] (1 at NaN)    silu: s(1 + x(1 - s)), s = sigmoid(x)
     erf: 2/sqrt(pi) exp(-x^2)    neg: -1
     gelu (exact): Phi(x) + x phi(x)    gelu (tanh): see Gelu
@@ -57,6 +58,10 @@ Rsqrt = _unary("Rsqrt", _rsqrt, lambda x, y, g: g * -0.5 * y * y * y, "y", "y = 
 Abs = _unary("Abs", np.abs, lambda x, y, g: np.where(x > 0, g, np.where(x < 0, -g, 0)), "x",
              "y = |x|; gx = g sign(x) (0 at 0 and, as PyTorch's sign, at NaN).")
 Tanh = _unary("Tanh", np.tanh, lambda x, y, g: g * (1.0 - y * y), "y", "y = tanh(x); gx = g (1 - y^2).")
+Sin = _unary("Sin", np.sin, lambda x, y, g: g * np.cos(x), "x", "y = sin(x); gx = g cos(x).")
+Cos = _unary("Cos", np.cos, lambda x, y, g: -g * np.sin(x), "x", "y = cos(x); gx = -g sin(x).")
+Log1p = _unary("Log1p", np.log1p, lambda x, y, g: g / (1.0 + x), "x", "y = log(1 + x); gx = g / (1 + x).")
+Expm1 = _unary("Expm1", np.expm1, lambda x, y, g: g * (y + 1.0), "y", "y = exp(x) - 1; gx = g (y + 1).")
 Sigmoid = _unary("Sigmoid", _sigmoid, lambda x, y, g: g * y * (1.0 - y), "y",
                  "y = 1 / (1 + exp(-x)); gx = g y (1 - y).")
 Relu = _unary("Relu", lambda x: np.maximum(x, 0), lambda x, y, g: np.where(y <= 0, 0, g), "y",
@@ -163,6 +168,22 @@ def abs(x):  # noqa: A001 - PyTorch's name
 
 def tanh(x):
     return Tanh.apply(x)
+
+
+def sin(x):
+    return Sin.apply(x)
+
+
+def cos(x):
+    return Cos.apply(x)
+
+
+def log1p(x):
+    return Log1p.apply(x)
+
+
+def expm1(x):
+    return Expm1.apply(x)
 
 
 def sigmoid(x):

@@ -246,6 +246,7 @@ _METHODS = {
     "floor_divide": binary.floor_divide, "remainder": binary.remainder,
     "exp": elementwise.exp, "log": elementwise.log, "sqrt": elementwise.sqrt, "rsqrt": elementwise.rsqrt,
     "abs": elementwise.abs, "tanh": elementwise.tanh, "sigmoid": elementwise.sigmoid,
+    "sin": elementwise.sin, "cos": elementwise.cos, "log1p": elementwise.log1p, "expm1": elementwise.expm1,
     "relu": elementwise.relu, "silu": elementwise.silu, "gelu": elementwise.gelu,
     "softplus": elementwise.softplus, "erf": elementwise.erf, "clamp": elementwise.clamp,
     "clip": elementwise.clamp, "masked_fill": _masked_fill, "where": _where,
