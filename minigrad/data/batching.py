@@ -24,6 +24,8 @@ def compact_ids(ids, vocab_size):
     """The token stream in the smallest unsigned dtype that holds the vocabulary (saves memory);
     ValueError for an id outside [0, vocab_size), which the cast would wrap silently."""
     ids = np.asarray(ids)
+    if ids.size and ids.dtype.kind not in "iu":   # 1.7 -> 1 and NaN -> 0 by the cast, silently
+        raise TypeError(f"compact_ids: token ids must be integers, got dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         bad = ids[(ids < 0) | (ids >= vocab_size)].reshape(-1)[0]
         raise ValueError(f"compact_ids: token id {int(bad)} is outside [0, {vocab_size})")
@@ -37,12 +39,20 @@ def _windows(data, starts, seq_len):
     return np.ascontiguousarray(chunk[:, :-1]), np.ascontiguousarray(chunk[:, 1:])
 
 
-def _check_fits(data, seq_len, who):
+def _token_stream(data, who):
+    """`data` as an integer array (a list works too); a float stream would be truncated silently."""
+    data = np.asarray(data)
+    if data.size and data.dtype.kind not in "iu":
+        raise TypeError(f"{who}: token ids must be integers, got dtype {data.dtype}")
+    return data
+
+
+def _check_fits(data, seq_len, who, what="the token stream", fix="a larger corpus"):
     if np.ndim(data) != 1:
         raise ValueError(f"{who}: expected a 1-D token stream, got shape {np.shape(data)}")
     if len(data) < seq_len + 1:
-        raise ValueError(f"{who}: the token stream has {len(data)} tokens, fewer than "
-                         f"seq_len + 1 = {seq_len + 1}; use a shorter --seq-len or a larger corpus")
+        raise ValueError(f"{who}: {what} has {len(data)} tokens, fewer than "
+                         f"seq_len + 1 = {seq_len + 1}; use a shorter --seq-len or {fix}")
 
 
 class BatchSampler:
@@ -54,11 +64,11 @@ class BatchSampler:
     """
 
     def __init__(self, data, batch_size, seq_len, seed=0):
+        batch_size = check_int("BatchSampler", "batch_size", batch_size, 1)   # 2.7 is not 2
+        seq_len = check_int("BatchSampler", "seq_len", seq_len, 1)
+        data = _token_stream(data, "BatchSampler")
         _check_fits(data, seq_len, "BatchSampler")
-        if batch_size < 1 or seq_len < 1:
-            raise ValueError(f"BatchSampler: batch_size and seq_len must be >= 1, "
-                             f"got {batch_size}, {seq_len}")
-        self.data, self.batch_size, self.seq_len = data, int(batch_size), int(seq_len)
+        self.data, self.batch_size, self.seq_len = data, batch_size, seq_len
         self.rng = np.random.default_rng(check_int("BatchSampler", "seed", seed, 0))
 
     def next(self):
@@ -88,7 +98,12 @@ def sampler_generator(state, what="BatchSampler state"):
 def eval_batches(data, batch_size, seq_len, n_batches):
     """A fixed list of `n_batches` (x, y) batches spread evenly over `data` (no randomness), so
     validation loss is comparable across evaluations and runs."""
-    _check_fits(data, seq_len, "eval_batches")
+    batch_size = check_int("eval_batches", "batch_size", batch_size, 1)
+    seq_len = check_int("eval_batches", "seq_len", seq_len, 1)
+    n_batches = check_int("eval_batches", "n_batches", n_batches, 0)
+    data = _token_stream(data, "eval_batches")
+    _check_fits(data, seq_len, "eval_batches", "the validation stream",
+                "a larger --val-fraction (or --val-fraction 0: no validation)")
     n = batch_size * n_batches
     starts = np.linspace(0, len(data) - seq_len - 1, n).astype(np.int64)
     return [_windows(data, starts[i:i + batch_size], seq_len) for i in range(0, n, batch_size)]

