@@ -131,7 +131,7 @@ class TrainConfig:
         # (name, upper bound, whether the bound itself is allowed): beta2 as AdamW takes it, [0, 1)
         for name, high, closed in (("lr", None, True), ("weight_decay", None, True),
                                    ("grad_clip", None, True), ("min_lr_ratio", 1, True), ("beta2", 1, False),
-                                   ("val_fraction", 1, True)):
+                                   ("val_fraction", 1, False)):   # 1 would leave no training data
             value = getattr(self, name)
             if value is None:
                 continue

@@ -849,3 +849,13 @@ def test_gguf_qk_rows_that_do_not_split_into_heads_are_named(tmp_path):
     path = _tiny_gguf(tmp_path / "k.gguf", {"blk.0.attn_k.weight": np.ones((6, 8), np.float32)})
     with pytest.raises(CheckpointError, match=r"k_proj.weight: checkpoint \(6, 8\) vs model \(8, 8\)"):
         GPT.from_gguf(path)
+
+
+def test_config_to_hf_keeps_a_list_of_eos_ids():
+    """Llama-3 style configs give eos_token_id as a list; from_hf keeps it, so save_hf must write it
+    back as a list (it raised TypeError in int()); found by the data audit."""
+    from minigrad.models import GPTConfig
+    from minigrad.models.hf_llama import config_to_hf
+    cfg = GPTConfig(vocab_size=16, d_model=16, n_layer=1, n_head=2)
+    assert config_to_hf(cfg, eos_token_id=[1, 2], bos_token_id=0)["eos_token_id"] == [1, 2]
+    assert config_to_hf(cfg, eos_token_id=np.int64(3))["eos_token_id"] == 3

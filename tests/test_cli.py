@@ -285,7 +285,8 @@ def test_cli_errors_are_one_clear_line(corpus, tmp_path, capsys):
     (dict(seq_len=0), "seq_len must be"), (dict(keep=-1), "keep must be"),
     (dict(min_lr_ratio=-1.0), "min_lr_ratio must be"), (dict(lr=float("nan")), "lr must be"),
     (dict(sample_tokens=-1), "sample_tokens must be"), (dict(temperature=-1.0), "temperature"),
-    (dict(top_k=0), "top_k"), (dict(top_p=1.5), "top_p")])
+    (dict(top_k=0), "top_k"), (dict(top_p=1.5), "top_p"),
+    (dict(val_fraction=1.0), r"val_fraction must be >= 0 and < 1")])
 def test_bad_settings_fail_before_anything_is_written(corpus, tmp_path, kw, match):
     # --minutes 0 trained forever, --steps 0 crashed, --grad-clip -1 trained uphill, the sampling
     # settings failed only after the whole run

@@ -129,8 +129,9 @@ def config_to_hf(cfg, dtype="float32", bos_token_id=None, eos_token_id=None):
            "initializer_range": 0.02, "use_cache": True, "torch_dtype": dtype}
     if bos_token_id is not None:
         out["bos_token_id"] = int(bos_token_id)
-    if eos_token_id is not None:
-        out["eos_token_id"] = int(eos_token_id)
+    if eos_token_id is not None:   # a list in Llama-3 style configs (several end tokens), kept a list
+        out["eos_token_id"] = ([int(i) for i in eos_token_id] if isinstance(eos_token_id, (list, tuple))
+                               else int(eos_token_id))
     return out
 
 
