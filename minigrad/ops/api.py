@@ -52,6 +52,7 @@ from minigrad.ops.elementwise import (  # noqa: A004
     tanh,
 )
 from minigrad.ops.embedding import embedding
+from minigrad.ops.gather_sort import argsort, cumprod, cumsum, gather, norm, repeat, sort, unbind
 from minigrad.ops.indexing import getitem
 from minigrad.ops.join import cat, chunk, pad, split, stack
 from minigrad.ops.linalg import matmul
@@ -208,4 +209,5 @@ __all__ = [
     "cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "getitem",
     "matmul", "embedding", "topk", "multinomial", "randperm", "allclose",
     "mm", "bmm", "square", "tril", "triu", "numel", "is_tensor",
+    "gather", "cumsum", "cumprod", "sort", "argsort", "repeat", "unbind", "norm",
 ]

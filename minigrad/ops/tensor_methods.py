@@ -7,7 +7,7 @@ the elementwise maximum; numpy's `x.max(axis=...)` and `amax` return the values 
 import numpy as np
 
 from minigrad.kernels.validate import check_int
-from minigrad.ops import binary, compare, elementwise, inplace, join, linalg, reduce, shape
+from minigrad.ops import binary, compare, elementwise, gather_sort, inplace, join, linalg, reduce, shape
 from minigrad.ops._common import (
     array_of,
     normalize_dim,
@@ -260,6 +260,8 @@ _METHODS = {
     "logsumexp": _reduction(reduce.logsumexp),
     "argmax": _reduction(reduce.argmax), "argmin": _reduction(reduce.argmin),
     "softmax": reduce.softmax, "log_softmax": reduce.log_softmax, "topk": _topk,
+    "norm": gather_sort.norm, "cumsum": gather_sort.cumsum, "cumprod": gather_sort.cumprod,
+    "sort": gather_sort.sort, "argsort": gather_sort.argsort, "gather": gather_sort.gather,
     "multinomial": _api("multinomial"), "allclose": _api("allclose"),
     "mm": _api("mm"), "bmm": _api("bmm"), "square": _api("square"), "tril": _api("tril"),
     "triu": _api("triu"), "clamp_min": _clamp_min, "clamp_max": _clamp_max,
@@ -268,6 +270,7 @@ _METHODS = {
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
     "expand": shape.expand, "expand_as": _expand_as, "reshape_as": _reshape_as, "view_as": _reshape_as,
     "t": _t, "contiguous": _contiguous, "split": _split, "chunk": _chunk, "matmul": linalg.matmul,
+    "repeat": gather_sort.repeat, "unbind": gather_sort.unbind,
     # in place
     "add_": _inplace_operator(binary.Add), "sub_": _inplace_operator(binary.Sub),
     "mul_": _inplace_operator(binary.Mul), "div_": _inplace_operator(binary.Div),
