@@ -64,7 +64,7 @@ if _TIMEOUT_TOO_LATE:
 
     _warn_if_blas_spins()
 
-_LAZY = {"nn", "optim", "models", "data", "functional", "io"}
+_LAZY = {"nn", "optim", "models", "data", "functional", "io", "utils"}
 # PyTorch's dtype aliases (torch.long, torch.float ...), served here rather than bound as globals so
 # that this module's own `int` / `float` / `bool` stay the builtins.
 _DTYPE_ALIASES = {"long": int64, "int": int32, "float": float32, "double": float64, "bool": bool_}

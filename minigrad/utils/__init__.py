@@ -1,0 +1,1 @@
+"""Utilities with PyTorch's names: `minigrad.utils.data` (Dataset, TensorDataset, DataLoader)."""
