@@ -26,8 +26,9 @@ that repeats elements cannot be written in place (PyTorch raises too).
 """
 import numpy as np
 
-from minigrad.autograd.grad_mode import is_grad_enabled
-from minigrad.ops import binary
+from minigrad import random as _random
+from minigrad.autograd.grad_mode import is_grad_enabled, no_grad
+from minigrad.ops import binary, elementwise
 from minigrad.ops._common import array_of, operand, shape_str
 from minigrad.ops.indexing import SetItem, assign, normalize_index
 from minigrad.tensor import Tensor
@@ -68,14 +69,18 @@ def _check_leaf(op, t):
                            "do it under minigrad.no_grad() or on a .detach()ed / .clone()d tensor")
 
 
+def _checked_shape(op, t, out):
+    if out.shape != t.shape:
+        raise ValueError(f"{op}: the result has shape {shape_str(out.shape)} but the tensor being "
+                         f"updated has shape {shape_str(t.shape)}")
+    return out
+
+
 def _in_graph(op, t, compute, chain=()):
     """Run compute(old_t) -> Tensor out of place, then make t that result, in place; then give each
     source in `chain` (from `_write_chain`) its new value in the graph."""
     _check_leaf(op, t)
-    out = compute(_snapshot(t))
-    if out.shape != t.shape:
-        raise ValueError(f"{op}: the result has shape {shape_str(out.shape)} but the tensor being "
-                         f"updated has shape {shape_str(t.shape)}")
+    out = _checked_shape(op, t, compute(_snapshot(t)))
     np.copyto(t.data, out.data)
     t._bump_version()
     t._vc.rewrites += 1          # views of t made before now still point at its old node
@@ -129,6 +134,28 @@ def _push(chain):
         wb.version = wb.source._version
 
 
+def _update(op, t, other, compute, write=None):
+    """The path of every in-place op here: t made compute(old t) (an out-of-place Tensor op) and
+    `other` (a Tensor operand or None) checked as above, the copies t stands for pulled in first.
+    In the graph through `_in_graph`; outside it `write(t.data)` writes the array (default: compute's
+    result under no_grad, copied in), then the version is bumped and the copies' sources written.
+    Returns t."""
+    recording = _recording(op, t, other)
+    chain = _write_chain(op, t, recording)
+    _pull(chain)
+    if recording:
+        return _in_graph(op, t, compute, chain)
+    if write is None:
+        with no_grad():
+            out = _checked_shape(op, t, compute(t))
+        np.copyto(t.data, out.data, casting="unsafe")
+    else:
+        write(t.data)
+    t._bump_version()
+    _push(chain)
+    return t
+
+
 _UFUNCS = {binary.Add: np.add, binary.Sub: np.subtract, binary.Mul: np.multiply,
            binary.Div: np.true_divide, binary.Pow: np.power}
 _SYMBOLS = {binary.Add: "+=", binary.Sub: "-=", binary.Mul: "*=", binary.Div: "/=", binary.Pow: "**="}
@@ -139,19 +166,16 @@ def binary_inplace(fn, t, other):
     op = fn.__name__.lower() + "_"
     other = operand(other)
     _check_dtypes(op, t, other)
-    recording = _recording(op, t, other)
-    chain = _write_chain(op, t, recording)
-    _pull(chain)
-    if recording:
-        return _in_graph(op, t, lambda old: fn.apply(old, old if other is t else other), chain)  # x *= x
-    try:
-        _UFUNCS[fn](t.data, array_of(other), out=t.data)
-    except ValueError:
-        raise ValueError(f"{op}: {shape_str(t.shape)} {_SYMBOLS[fn]} {shape_str(np.shape(array_of(other)))}: "
-                         "the right side must broadcast to the left side's shape") from None
-    t._bump_version()
-    _push(chain)
-    return t
+
+    def write(a):
+        try:
+            _UFUNCS[fn](a, array_of(other), out=a)
+        except ValueError:
+            raise ValueError(f"{op}: {shape_str(t.shape)} {_SYMBOLS[fn]} "
+                             f"{shape_str(np.shape(array_of(other)))}: the right side must broadcast to "
+                             "the left side's shape") from None
+
+    return _update(op, t, other, lambda old: fn.apply(old, old if other is t else other), write)  # x *= x
 
 
 def setitem(t, index, value):
@@ -159,15 +183,8 @@ def setitem(t, index, value):
     index = normalize_index(index)
     value = operand(value)
     _check_dtypes("setitem", t, value)
-    recording = _recording("setitem", t, value)
-    chain = _write_chain("setitem", t, recording)
-    _pull(chain)
-    if recording:
-        _in_graph("setitem", t, lambda old: SetItem.apply(old, value, index), chain)
-        return
-    assign(t.data, index, array_of(value))
-    t._bump_version()
-    _push(chain)
+    _update("setitem", t, value, lambda old: SetItem.apply(old, value, index),
+            lambda a: assign(a, index, array_of(value)))
 
 
 def fill_(t, value):
@@ -187,3 +204,60 @@ def copy_(t, src):
         src = src.to(t.dtype)
     setitem(t, Ellipsis, src)
     return t
+
+
+def masked_fill_(t, mask, value):
+    """value where mask (bool, broadcast to t's shape) is True, in place; value is a number or a 0-dim
+    Tensor, cast to t's dtype (the gradient to it is the sum of the gradient over the filled places)."""
+    mask = binary.bool_mask(mask, "masked_fill_")
+    value = operand(value)
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise ValueError(f"masked_fill_: only a 0-dim value tensor is supported, got shape "
+                         f"{shape_str(value.shape)}")
+    if isinstance(value, Tensor) and value.dtype != t.dtype:
+        value = value.to(t.dtype)          # a 0-dim value is a scalar to PyTorch: cast (differentiably)
+    return _update("masked_fill_", t, value, lambda old: binary.where(mask, value, old))
+
+
+def clamp_(t, min=None, max=None):  # noqa: A002 - PyTorch's names
+    """t clamped into [min, max] in place (see `elementwise.clamp`)."""
+    if t.dtype.kind in "iub" and any(isinstance(b, float) for b in (min, max)):
+        raise TypeError(f"clamp_: a float bound cannot be applied in place to a {t.dtype} tensor")
+    return _update("clamp_", t, None, lambda old: elementwise.clamp(old, min, max))
+
+
+def _random_fill(op, t, draw, generator):
+    """t filled in place with draw(generator, shape) (float64 values, cast to t's dtype). In the graph
+    (t a non-leaf that requires grad) t keeps requiring grad and passes a zero gradient back, as in
+    PyTorch; a leaf that requires grad raises before anything is drawn."""
+    if t.dtype.kind != "f":
+        raise TypeError(f"{op}: expects a floating point tensor, got {t.dtype}")
+    gen = generator if generator is not None else _random.default_generator()
+
+    def values():
+        return draw(gen, t.shape).astype(t.dtype, copy=False)
+
+    def compute(old):
+        return binary.where(np.ones(t.shape, dtype=bool), Tensor(values()), old)
+
+    def write(a):
+        a[...] = values()
+
+    return _update(op, t, None, compute, write)
+
+
+def normal_(t, mean=0.0, std=1.0, generator=None):
+    """t filled with N(mean, std**2) samples in place, from `generator` (a numpy Generator, e.g.
+    minigrad.Generator) or minigrad's global generator."""
+    mean, std = float(mean), float(std)
+    if not std >= 0.0:
+        raise ValueError(f"normal_: expects std >= 0.0, got {std}")
+    return _random_fill("normal_", t, lambda gen, shape: gen.normal(mean, std, shape), generator)
+
+
+def uniform_(t, a=0.0, b=1.0, generator=None):
+    """t filled with U[a, b) samples in place, from `generator` or minigrad's global generator."""
+    a, b = float(a), float(b)
+    if not a <= b:
+        raise ValueError(f"uniform_: expects a [from, to) range, but found from={a} > to={b}")
+    return _random_fill("uniform_", t, lambda gen, shape: gen.uniform(a, b, shape), generator)

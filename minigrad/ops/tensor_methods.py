@@ -275,6 +275,8 @@ _METHODS = {
     "add_": _inplace_operator(binary.Add), "sub_": _inplace_operator(binary.Sub),
     "mul_": _inplace_operator(binary.Mul), "div_": _inplace_operator(binary.Div),
     "fill_": inplace.fill_, "zero_": inplace.zero_, "copy_": inplace.copy_,
+    "masked_fill_": inplace.masked_fill_, "clamp_": inplace.clamp_, "clip_": inplace.clamp_,
+    "normal_": inplace.normal_, "uniform_": inplace.uniform_,
 }
 
 for _name, _fn in _METHODS.items():
