@@ -75,11 +75,35 @@ def _scalars(data):
 
 
 def _is_device(arg):
-    """A device spec (for `Tensor.to` and `Module.to`): a string naming one ("cpu", "cuda:0"; not a
-    dtype name) or a torch.device-like object."""
+    """A device spec: a string naming one ("cpu", "cuda:0"; not a dtype name) or a torch.device-like
+    object."""
     if isinstance(arg, str):
         return arg.split(":")[0] in ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla")
     return type(arg).__name__ == "device"
+
+
+def to_args(op, args, dtype=None, device=None):
+    """The dtype asked for by torch's `to(...)` forms (`Tensor.to`, `Module.to`): `to(dtype)`,
+    `to(device)`, `to(device, dtype)`, `to(other_tensor)` and the keywords; None when no dtype is
+    given. The device must be the CPU (a no-op); any other is a ValueError."""
+    for arg in args:
+        if _is_device(arg):
+            if device is not None:
+                raise TypeError(f"{op}: two devices given")
+            device = arg
+            continue
+        if dtype is not None:
+            raise TypeError(f"{op}: expected a device and/or a dtype, got {args!r}")
+        dtype = arg.dtype if isinstance(arg, Tensor) else arg
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise ValueError(f"{op}: minigrad runs on the CPU only, got device {str(device)!r}")
+    return dtype
+
+
+def scalar_value(v):
+    """A 0-d (or one-element) Tensor as its Python number, for creation functions' arguments
+    (`arange(t)`); anything else unchanged."""
+    return v.item() if isinstance(v, Tensor) else v
 
 
 class _Version:
@@ -284,15 +308,7 @@ class Tensor:
         Returns `self` when nothing changes (unless `copy=True`)."""
         from minigrad.ops.cast import cast
 
-        for arg in args:
-            if isinstance(arg, Tensor):
-                dtype = arg.dtype
-            elif _is_device(arg):
-                device = arg
-            else:
-                dtype = arg
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise ValueError(f"to: minigrad runs on the CPU only, got device {str(device)!r}")
+        dtype = to_args("to", args, dtype, device)
         out = self if dtype is None else cast(self, dtype)
         return self.clone() if copy and out is self else out
 
@@ -512,7 +528,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     """Like torch.arange: int64 when every argument is an int, else float32."""
     if end is None:
         start, end = 0, start
-    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    start, end, step = (scalar_value(v) for v in (start, end, step))
     if dtype is None:
         ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = int64 if ints else float32
@@ -528,8 +544,8 @@ def linspace(start, end, steps, dtype=float32, requires_grad=False):
     first half start + i * step, the second half end - (steps - 1 - i) * step, with step =
     (end - start) / (steps - 1) in the result dtype. float32 is rounded as PyTorch's CPU kernel
     does (a fused multiply-add: the product exact in float64, one rounding); float64 within 1 ulp."""
-    steps = check_int("linspace", "steps", steps.item() if isinstance(steps, Tensor) else steps, low=0)
-    start, end = (check_number("linspace", name, v.item() if isinstance(v, Tensor) else v)
+    steps = check_int("linspace", "steps", scalar_value(steps), low=0)
+    start, end = (check_number("linspace", name, scalar_value(v))
                   for name, v in (("start", start), ("end", end)))
     dtype = np.dtype(dtype)
     if dtype not in _FLOATS:
@@ -562,7 +578,7 @@ def randint(low, high=None, size=None, *, dtype=int64, requires_grad=False, gene
         low, high = 0, low
     if size is None:
         raise TypeError("randint: missing the size argument, e.g. randint(0, 10, (3,))")
-    low, high = (check_int("randint", name, v.item() if isinstance(v, Tensor) else v)
+    low, high = (check_int("randint", name, scalar_value(v))
                  for name, v in (("low", low), ("high", high)))
     if low >= high:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")

@@ -9,7 +9,7 @@ import numpy as np
 
 from minigrad.autograd import no_grad
 from minigrad.nn.parameter import Parameter
-from minigrad.tensor import Tensor, _is_device
+from minigrad.tensor import Tensor, to_args
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -241,22 +241,12 @@ class Module:
     def to(self, *args, dtype=None, device=None):
         """Cast every float parameter, its grad and float buffer to `dtype` in place; return self.
 
-        Called as torch's `to(dtype)`, `to(device)`, `to(device, dtype)`: the device must be the CPU
-        ("cpu" or anything whose str() is "cpu", e.g. torch.device("cpu")), which is a no-op.
+        Called as torch's `to(dtype)`, `to(device)`, `to(device, dtype)`, `to(tensor)` (its dtype): the
+        device must be the CPU ("cpu", or e.g. torch.device("cpu")), which is a no-op.
         Parameters keep their identity (optimizers built before still hold them), but optimizer
         state made before the cast keeps its old dtype: build the optimizer after `.to()`.
         """
-        for arg in args:
-            if _is_device(arg):
-                if device is not None:
-                    raise TypeError("Module.to: two devices given")
-                device = arg
-            elif dtype is None:
-                dtype = arg
-            else:
-                raise TypeError(f"Module.to: expected a device and/or a dtype, got {args!r}")
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise ValueError(f"Module.to: minigrad runs on the CPU only, got device {str(device)!r}")
+        dtype = to_args("Module.to", args, dtype, device)
         if dtype is None:
             return self
         dtype = np.dtype(dtype)

@@ -70,7 +70,7 @@ from minigrad.ops.reduce import (  # noqa: A004
     var,
 )
 from minigrad.ops.shape import expand, flatten, permute, reshape, squeeze, transpose, unsqueeze, view
-from minigrad.tensor import Tensor, int64
+from minigrad.tensor import Tensor, int64, scalar_value
 
 clip = clamp
 amax, amin = reduce.max, reduce.min
@@ -192,7 +192,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
 def randperm(n, *, generator=None, dtype=int64, requires_grad=False):
     """torch.randperm: a random permutation of 0 .. n-1 (int64 default) from `generator` (default:
     minigrad's global one)."""
-    n = check_int("randperm", "n", n.item() if isinstance(n, Tensor) else n, low=0)
+    n = check_int("randperm", "n", scalar_value(n), low=0)
     gen = generator or _random.default_generator()
     return Tensor(gen.permutation(n).astype(dtype, copy=False), requires_grad=requires_grad)
 

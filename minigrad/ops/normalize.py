@@ -1,28 +1,12 @@
-"""F.normalize and F.cosine_similarity, composed from a vector p-norm whose gradient is 0 (not nan)
-where the norm is 0, as torch's linalg.vector_norm."""
-import math
+"""F.normalize and F.cosine_similarity, composed from the vector p-norm (`norm`), whose gradient is 0
+(not nan) where the norm is 0, as torch's linalg.vector_norm."""
 
 import numpy as np
 
 from minigrad.kernels.validate import check_finite_scalar, check_number
 from minigrad.ops._common import broadcast_error, normalize_dim
 from minigrad.ops.activations import float_input
-from minigrad.ops.binary import where
-
-
-def vector_norm(x, p, axis):
-    """The p-norm (p > 0 or inf) of `x` over `axis`, kept as a size-1 dim. inf: max |x| (ties share
-    the gradient, as torch). Else (sum |x|^p)^(1/p), the root taken only of nonzero sums, so a zero
-    vector has norm 0 and gradient 0."""
-    a = x.abs()
-    if p == math.inf:
-        return a.amax(axis, keepdim=True)
-    if p == 1.0:
-        return a.sum(axis, keepdim=True)
-    s = (x * x if p == 2.0 else a ** p).sum(axis, keepdim=True)
-    nonzero = s > 0
-    safe = where(nonzero, s, 1.0)
-    return where(nonzero, safe.sqrt() if p == 2.0 else safe ** (1.0 / p), 0.0)
+from minigrad.ops.gather_sort import norm
 
 
 def _check_p(op, p):
@@ -42,7 +26,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     p = _check_p(op, p)
     eps = check_finite_scalar(op, "eps", eps)
     axis = normalize_dim(op, dim, x.ndim, x.shape)
-    return x / vector_norm(x, p, axis).clamp(min=eps)
+    return x / norm(x, p, axis, keepdim=True).clamp(min=eps)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
@@ -63,7 +47,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     axis = normalize_dim(op, dim, x1.ndim, x1.shape)
     hats = []
     for x in (x1, x2):
-        n = vector_norm(x, 2.0, axis)
+        n = norm(x, 2.0, axis, keepdim=True)
         nd = n.detach()
         hats.append(x / (n - nd + nd.clamp(min=eps)))     # value max(n, eps), gradient that of n
     return (hats[0] * hats[1]).sum(axis)
