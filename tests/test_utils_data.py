@@ -140,3 +140,24 @@ def test_rejected_arguments():
         mdata.default_collate([[1, 2], [3]])
     with pytest.raises(TypeError, match="found"):
         mdata.default_collate([object()])
+
+
+def test_tensor_dataset_batches_equal_item_by_item_collation():
+    """A TensorDataset under the default collation is indexed once per batch; the batches (values,
+    dtypes, gradients) equal those of collating the items one by one, as any other dataset is."""
+    x = mg.tensor(np.random.default_rng(0).standard_normal((11, 3)), requires_grad=True)
+    y = mg.tensor(np.arange(11) % 4)
+    runs = []
+    for collate in (None, lambda items: mdata.default_collate(items)):
+        loader = mdata.DataLoader(mdata.TensorDataset(x, y), batch_size=4, shuffle=True,
+                                  generator=np.random.default_rng(7), collate_fn=collate)
+        x.grad = None
+        batches = list(loader)
+        sum((bx * (i + 1)).sum() for i, (bx, _) in enumerate(batches)).backward()
+        assert [(bx.shape, by.dtype) for bx, by in batches] == [((4, 3), np.int64)] * 2 + [((3, 3), np.int64)]
+        runs.append((batches, x.grad.data.copy()))
+    (fast, g_fast), (slow, g_slow) = runs
+    for (fx, fy), (sx, sy) in zip(fast, slow):
+        np.testing.assert_array_equal(fx.data, sx.data)
+        np.testing.assert_array_equal(fy.data, sy.data)
+    np.testing.assert_array_equal(g_fast, g_slow)

@@ -145,11 +145,19 @@ class DataLoader:
                 yield self.collate_fn(self.dataset[i])
             return
         b = self.batch_size
+        # a TensorDataset batch under the default collation is each tensor indexed by the batch's
+        # indices at once: the same values and gradients as stacking the items, without one indexing
+        # op per item (~20 us each)
+        whole = (self.collate_fn is default_collate
+                 and type(self.dataset).__getitem__ is TensorDataset.__getitem__)
         for start in range(0, len(order), b):
             indices = order[start:start + b]
             if len(indices) < b and self.drop_last:
                 return
-            yield self.collate_fn([self.dataset[i] for i in indices])
+            if whole:
+                yield list(self.dataset[np.asarray(indices, dtype=np.int64)])
+            else:
+                yield self.collate_fn([self.dataset[i] for i in indices])
 
     def __len__(self):
         n = len(self.dataset)
