@@ -92,6 +92,11 @@ CONFIGS = [
     ("AdamW", dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.3)),
     ("AdamW", dict(lr=1e-2, betas=(0.3, 0.9), weight_decay=0.0)),  # beta1 < 0.5: lerp's other branch
     ("AdamW", dict(lr=1e-2, amsgrad=True)),
+    ("Adam", dict(lr=1e-2)),
+    ("Adam", dict(lr=1e-2, weight_decay=0.1)),
+    ("Adam", dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.3)),
+    ("Adam", dict(lr=1e-2, betas=(0.3, 0.9))),
+    ("Adam", dict(lr=1e-2, weight_decay=0.05, amsgrad=True)),
 ]
 
 
@@ -117,6 +122,9 @@ def test_matches_torch(name, kwargs, dtype):
     tol = 2e-6 if dtype == np.float32 else 1e-14
     for p, tp in zip(ours, theirs):
         np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=tol, atol=tol)
+        for key, value in opt.state[p].items():           # the moments / momentum under torch's names
+            if isinstance(value, np.ndarray):
+                np.testing.assert_allclose(value, topt.state[tp][key].numpy(), rtol=tol, atol=tol)
 
 
 # ---- optimizer mechanics --------------------------------------------------------------------------
