@@ -134,10 +134,23 @@ def _schedules(S, opt):
                                [4]),
         lambda: S.SequentialLR(opt, [S.ExponentialLR(opt, 0.8), S.StepLR(opt, 2, 0.5),
                                      S.MultiStepLR(opt, [1, 3], 0.5)], [3, 8]),
+        lambda: S.ConstantLR(opt),
+        lambda: S.ConstantLR(opt, factor=0.2, total_iters=7),
+        lambda: S.PolynomialLR(opt, total_iters=9, power=2.5),
+        lambda: S.CosineAnnealingWarmRestarts(opt, 4, eta_min=1e-3),
+        lambda: S.CosineAnnealingWarmRestarts(opt, 2, T_mult=2),
+        lambda: S.CosineAnnealingWarmRestarts(opt, 1, T_mult=3, eta_min=1e-4),
+        lambda: S.OneCycleLR(opt, max_lr=[0.5, 0.2], total_steps=26),
+        lambda: S.OneCycleLR(opt, 0.4, epochs=3, steps_per_epoch=9, pct_start=0.25, anneal_strategy="linear",
+                             three_phase=True, div_factor=10, final_div_factor=100),
+        lambda: S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, 3), S.PolynomialLR(opt, 10)], [3]),
     ]
 
 
-@pytest.mark.parametrize("index", range(9))
+N_SCHEDULES = len(_schedules(sched, None))
+
+
+@pytest.mark.parametrize("index", range(N_SCHEDULES))
 def test_schedulers_match_torch(index):
     torch = pytest.importorskip("torch")
     lrs = (0.1, 0.03)
@@ -158,7 +171,7 @@ def test_schedulers_match_torch(index):
             theirs.step()
 
 
-@pytest.mark.parametrize("index", range(9))
+@pytest.mark.parametrize("index", range(N_SCHEDULES))
 def test_scheduler_state_dict_round_trip(index):
     opt_a, opt_b = _opt((0.1, 0.03)), _opt((0.1, 0.03))
     sched_a = _schedules(sched, opt_a)[index]()

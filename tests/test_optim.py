@@ -97,6 +97,12 @@ CONFIGS = [
     ("Adam", dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.3)),
     ("Adam", dict(lr=1e-2, betas=(0.3, 0.9))),
     ("Adam", dict(lr=1e-2, weight_decay=0.05, amsgrad=True)),
+    ("RMSprop", dict(lr=1e-2)),
+    ("RMSprop", dict(lr=1e-2, alpha=0.9, eps=1e-6, weight_decay=0.1)),
+    ("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True)),
+    ("RMSprop", dict(lr=1e-2, momentum=0.5, weight_decay=0.01)),
+    ("Adagrad", dict(lr=1e-1)),
+    ("Adagrad", dict(lr=1e-1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.5, eps=1e-6)),
 ]
 
 
