@@ -1,5 +1,5 @@
-"""minigrad.utils.data: Dataset, TensorDataset and DataLoader (batching, default_collate, drop_last,
-len, shuffling from a generator), against torch.utils.data where it makes sense."""
+"""minigrad.utils.data: datasets, samplers and DataLoader (batching, default_collate, drop_last, len,
+shuffling from a generator, samplers, iterable datasets), against torch.utils.data where it makes sense."""
 import numpy as np
 import pytest
 
@@ -161,3 +161,133 @@ def test_tensor_dataset_batches_equal_item_by_item_collation():
         np.testing.assert_array_equal(fx.data, sx.data)
         np.testing.assert_array_equal(fy.data, sy.data)
     np.testing.assert_array_equal(g_fast, g_slow)
+
+
+# ---- samplers, subsets, iterable datasets -----------------------------------------------------------
+class _Stream(mdata.IterableDataset):
+    def __init__(self, n, with_len=True):
+        self.n, self.with_len = n, with_len
+
+    def __iter__(self):
+        return iter(np.arange(self.n, dtype=np.int64) * 10)
+
+    def __len__(self):
+        if not self.with_len:
+            raise TypeError("no len")
+        return self.n
+
+
+def _ys(loader):
+    return [b[1].data.tolist() for b in loader]
+
+
+def test_subset_concat_and_random_split():
+    ds = _dataset(10)
+    sub = mdata.Subset(ds, [7, 2, 9])
+    assert len(sub) == 3 and int(sub[1][1].item()) == 2 and int(sub[-1][1].item()) == 9
+    with pytest.raises(IndexError, match="out of range"):
+        sub[3]
+    both = ds + sub
+    assert isinstance(both, mdata.ConcatDataset) and len(both) == 13
+    assert [int(both[i][1].item()) for i in (0, 9, 10, 12, -1)] == [0, 9, 7, 9, 9]
+    with pytest.raises(IndexError):
+        both[13]
+    parts = mdata.random_split(ds, [3, 7], generator=mg.Generator().manual_seed(1))
+    got = sorted(int(p[i][1].item()) for p in parts for i in range(len(p)))
+    assert [len(p) for p in parts] == [3, 7] and got == list(range(10))
+    again = mdata.random_split(ds, [3, 7], generator=mg.Generator().manual_seed(1))
+    assert parts[0].indices == again[0].indices
+    with pytest.raises(ValueError, match="does not equal the length"):
+        mdata.random_split(ds, [3, 8])
+    with pytest.raises(ValueError, match="ConcatDataset"):
+        mdata.ConcatDataset([])
+    assert _ys(mdata.DataLoader(sub, batch_size=2)) == [[7, 2], [9]]
+
+
+@pytest.mark.parametrize("n, fractions", [(10, [0.3, 0.7]), (11, [0.5, 0.5]), (7, [0.1, 0.2, 0.3, 0.4]),
+                                          (5, [1 / 3, 1 / 3, 1 / 3])])
+def test_random_split_fraction_lengths_match_torch(n, fractions):
+    torch = pytest.importorskip("torch")
+    parts = mdata.random_split(_dataset(n), fractions, generator=mg.Generator().manual_seed(0))
+    ours = [len(p) for p in parts]
+    theirs = [len(p) for p in torch.utils.data.random_split(range(n), fractions)]
+    assert ours == theirs
+
+
+def test_batch_sampler_and_sequential_batches_match_torch():
+    torch = pytest.importorskip("torch")
+    tdata = torch.utils.data
+    for n, b, drop in [(10, 3, False), (10, 3, True), (9, 3, True), (2, 5, False)]:
+        ours = mdata.BatchSampler(mdata.SequentialSampler(range(n)), b, drop)
+        theirs = tdata.BatchSampler(tdata.SequentialSampler(range(n)), b, drop)
+        assert list(ours) == list(theirs) and len(ours) == len(theirs)
+
+
+def test_samplers_draw_what_they_say():
+    gen = mg.Generator().manual_seed(3)
+    perm = list(mdata.RandomSampler(range(6), generator=gen))
+    assert sorted(perm) == list(range(6))
+    more = list(mdata.RandomSampler(range(4), num_samples=10, generator=gen))
+    assert len(more) == 10 and all(more.count(i) >= 2 for i in range(4))   # two permutations + 2
+    drawn = list(mdata.RandomSampler(range(4), replacement=True, num_samples=50, generator=gen))
+    assert len(drawn) == 50 and set(drawn) <= set(range(4))
+    assert sorted(mdata.SubsetRandomSampler([5, 1, 8], generator=gen)) == [1, 5, 8]
+    w = mdata.WeightedRandomSampler([0.0, 1.0, 3.0], 4000, generator=gen)
+    counts = np.bincount(list(w), minlength=3)
+    assert counts[0] == 0 and 0.7 < counts[2] / counts.sum() < 0.8 and len(w) == 4000
+    assert sorted(mdata.WeightedRandomSampler([1, 0, 2, 5], 3, replacement=False, generator=gen)) == [0, 2, 3]
+    for make, match in [(lambda: mdata.WeightedRandomSampler([1.0, -1.0], 2), "non-negative"),
+                        (lambda: mdata.WeightedRandomSampler([1, 0], 2, replacement=False), "cannot draw 2"),
+                        (lambda: mdata.WeightedRandomSampler([1.0], 0), "num_samples"),
+                        (lambda: mdata.RandomSampler(range(3), num_samples=0), "num_samples"),
+                        (lambda: mdata.BatchSampler(range(3), 2, drop_last=1), "drop_last")]:
+        with pytest.raises(ValueError, match=match):
+            make()
+
+
+def test_loader_with_sampler_and_batch_sampler():
+    ds = _dataset(10)
+    assert _ys(mdata.DataLoader(ds, batch_size=3, sampler=[9, 0, 4, 4])) == [[9, 0, 4], [4]]
+    assert _ys(mdata.DataLoader(ds, batch_sampler=[[1, 2], [8], [0, 0, 3]])) == [[1, 2], [8], [0, 0, 3]]
+    loader = mdata.DataLoader(ds, batch_sampler=mdata.BatchSampler(range(7), 3, True), pin_memory=True)
+    assert len(loader) == 2 and _ys(loader) == [[0, 1, 2], [3, 4, 5]]
+    unbatched = list(mdata.DataLoader(ds, batch_size=None, sampler=[3, 1]))
+    assert [int(y.item()) for _, y in unbatched] == [3, 1]
+    sampler = mdata.RandomSampler(ds, generator=mg.Generator().manual_seed(5))
+    seeded = mdata.DataLoader(ds, batch_size=4, sampler=sampler)
+    same = mdata.DataLoader(ds, batch_size=4, shuffle=True, generator=mg.Generator().manual_seed(5))
+    assert _ys(seeded) == _ys(same)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(sampler=[0], shuffle=True), "sampler option is mutually exclusive with shuffle"),
+    (dict(batch_sampler=[[0]], batch_size=2), "batch_sampler option is mutually exclusive"),
+    (dict(batch_sampler=[[0]], drop_last=True), "batch_sampler option is mutually exclusive"),
+    (dict(batch_sampler=[[0]], sampler=[0]), "batch_sampler option is mutually exclusive"),
+    (dict(num_workers=0, prefetch_factor=2), "num_workers"),
+])
+def test_loader_rejects_like_torch(kwargs, match):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match=match):
+        mdata.DataLoader(_dataset(4), **kwargs)
+    if "prefetch_factor" not in kwargs:
+        with pytest.raises(ValueError, match=match):
+            torch.utils.data.DataLoader(range(4), **kwargs)
+
+
+def test_iterable_dataset_batches_as_it_streams():
+    batches = list(mdata.DataLoader(_Stream(7), batch_size=3))
+    assert [b.data.tolist() for b in batches] == [[0, 10, 20], [30, 40, 50], [60]]
+    assert batches[0].dtype == np.int64
+    assert len(mdata.DataLoader(_Stream(7), batch_size=3)) == 3
+    assert len(mdata.DataLoader(_Stream(7), batch_size=3, drop_last=True)) == 2
+    dropped = mdata.DataLoader(_Stream(7), batch_size=3, drop_last=True)
+    assert [b.data.tolist() for b in dropped][-1] == [30, 40, 50]
+    assert [int(x.item()) for x in mdata.DataLoader(_Stream(3), batch_size=None)] == [0, 10, 20]
+    with pytest.raises(TypeError):
+        len(mdata.DataLoader(_Stream(3, with_len=False), batch_size=2))
+    for kwargs in (dict(shuffle=True), dict(sampler=[0]), dict(batch_sampler=[[0]])):
+        with pytest.raises(ValueError, match="IterableDataset takes no shuffle"):
+            mdata.DataLoader(_Stream(3), **kwargs)
+    with pytest.raises(TypeError, match="do not index it"):
+        _Stream(3)[0]
