@@ -31,6 +31,7 @@ from minigrad.ops.compare import (
     ne,
     nonzero,
 )
+from minigrad.ops.einsum import einsum
 from minigrad.ops.elementwise import (  # noqa: A004
     abs,
     clamp,
@@ -207,7 +208,7 @@ __all__ = [
     "argmax", "argmin",
     "reshape", "view", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
     "cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "getitem",
-    "matmul", "embedding", "topk", "multinomial", "randperm", "allclose",
+    "matmul", "einsum", "embedding", "topk", "multinomial", "randperm", "allclose",
     "mm", "bmm", "square", "tril", "triu", "numel", "is_tensor",
     "gather", "cumsum", "cumprod", "sort", "argsort", "repeat", "unbind", "norm",
 ]
