@@ -1,6 +1,7 @@
 """Neural-network building blocks with PyTorch's names, shapes and state_dict keys."""
 from minigrad.nn import init, utils
 from minigrad.nn.activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from minigrad.nn.attention import MultiheadAttention
 from minigrad.nn.container import ModuleDict, ModuleList, Sequential
 from minigrad.nn.dropout import Dropout
 from minigrad.nn.embedding import Embedding
@@ -10,10 +11,18 @@ from minigrad.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELos
 from minigrad.nn.module import Module
 from minigrad.nn.normalization import LayerNorm, RMSNorm
 from minigrad.nn.parameter import Parameter
+from minigrad.nn.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Module", "Parameter", "Linear", "Identity", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
     "Sequential", "ModuleList", "ModuleDict", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU",
     "Softmax", "LogSoftmax", "Flatten", "CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss",
-    "BCEWithLogitsLoss", "init", "utils",
+    "BCEWithLogitsLoss", "init", "utils", "MultiheadAttention", "Transformer", "TransformerEncoder",
+    "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer",
 ]
