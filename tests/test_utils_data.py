@@ -1,5 +1,8 @@
 """minigrad.utils.data: datasets, samplers and DataLoader (batching, default_collate, drop_last, len,
 shuffling from a generator, samplers, iterable datasets), against torch.utils.data where it makes sense."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,8 @@ def _dataset(n=10):
 
 def test_lazy_attribute_and_import():
     assert mg.utils.data.DataLoader is mdata.DataLoader
+    code = "import minigrad as mg; mg.utils.data.DataLoader; mg.utils.checkpoint.checkpoint"
+    subprocess.run([sys.executable, "-c", code], check=True)      # a fresh interpreter: nothing imported yet
 
 
 def test_tensor_dataset_items_and_checks():

@@ -7,7 +7,13 @@ accumulates into leaves' `.grad` once the whole walk succeeded (an error in any 
 leaves every `.grad` as it was), under a lock (backward may run in several threads). Without
 `retain_graph` each node's saved values are freed once it has run (its links stay: a second
 backward needing a freed value raises, others work).
+
+Walks nest: a node's backward may run a walk of its own (`_run`: checkpoint's recomputation,
+minigrad/utils/checkpoint.py). A walk holds no lock and no module state (the commit lock is taken
+after the outermost walk ended); `add_leaf_grads` hands a nested walk's leaf grads to the walk
+running that node (a thread-local), which commits them with its own, all or nothing.
 """
+import contextlib
 import sys
 import threading
 
@@ -84,6 +90,34 @@ def _buffer(buffered, leaf, grad, owned):
         entry[1] += grad
     else:
         entry[1], entry[2] = entry[1] + grad, True
+
+
+# (buffered, wanted) of the walk running in this thread, for add_leaf_grads
+_walks = threading.local()
+
+
+@contextlib.contextmanager
+def _current_walk(buffered, wanted):
+    prev = getattr(_walks, "current", None)
+    _walks.current = (buffered, wanted)
+    try:
+        yield
+    finally:
+        _walks.current = prev
+
+
+def add_leaf_grads(buffered):
+    """Add the leaf grads {id: [leaf, sum, owned]} of a walk a node's backward ran (as `_run`
+    returns them) to the walk running that node in this thread, as if the leaves were inputs of the
+    node: `.grad` gets them when that walk commits (nothing if it fails), and `grad(inputs=)` keeps
+    those of its inputs."""
+    walk = getattr(_walks, "current", None)
+    if walk is None:
+        raise RuntimeError("add_leaf_grads: no backward is running in this thread")
+    outer, wanted = walk
+    for leaf, g, owned in buffered.values():
+        if wanted is None or id(leaf) in wanted:
+            _buffer(outer, leaf, g, owned)
 
 
 def _commit(buffered):
@@ -185,7 +219,7 @@ def _run(tensors, grad_tensors, retain_graph, inputs):
 
     nodes = _collect(tensors)
     check = anomaly.is_enabled()
-    with no_grad():
+    with no_grad(), _current_walk(buffered, wanted):
         for node in nodes:
             slots = pending.pop(node, None)
             if slots is None:

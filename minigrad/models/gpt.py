@@ -22,7 +22,7 @@ import numpy as np
 import minigrad as mg
 from minigrad import functional as F
 from minigrad import nn
-from minigrad.autograd import no_grad
+from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int, check_seed
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
@@ -34,6 +34,7 @@ from minigrad.ops.rope import split_qkv_rope
 from minigrad.ops.swiglu import swiglu_packed
 from minigrad.tensor import Tensor
 from minigrad.threads import kernel_threads, serial_blas
+from minigrad.utils.checkpoint import GradientCheckpointingMixin, checkpoint
 
 INIT_STD = 0.02
 # q, k, v between the split and attention in training: "bhtd" (head-major) makes a step ~1 % faster
@@ -229,8 +230,11 @@ class LlamaDecoderLayer(nn.Module):
         return next_norm.add(x, self.mlp(h))
 
 
-class GPT(nn.Module):
-    """model(idx) with int ids (B, T) -> logits (B, T, vocab_size). See the module docstring."""
+class GPT(GradientCheckpointingMixin, nn.Module):
+    """model(idx) with int ids (B, T) -> logits (B, T, vocab_size). See the module docstring.
+
+    `gradient_checkpointing_enable()`: a forward with grad enabled and no cache checkpoints each
+    decoder layer (minigrad.utils.checkpoint; docs/checkpointing.md)."""
 
     from_hf = classmethod(load_hf)        # GPT.from_hf(dir): a transformers Llama directory
     from_gguf = classmethod(load_gguf)    # GPT.from_gguf(path): a llama.cpp Llama GGUF file
@@ -277,9 +281,15 @@ class GPT(nn.Module):
         x = self.embed_tokens(ids)
         layers = list(self.layers)
         h = layers[0].input_layernorm(x)
+        ckpt = self._checkpoint_kwargs                 # None unless gradient_checkpointing_enable()
+        if ckpt is not None and (caches is not None or not is_grad_enabled()):
+            ckpt = None
         for i, layer in enumerate(layers):
             next_norm = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.norm
-            x, h = layer.forward_normed(x, h, next_norm, None if caches is None else caches[i], start)
+            if ckpt is None:
+                x, h = layer.forward_normed(x, h, next_norm, None if caches is None else caches[i], start)
+            else:
+                x, h = checkpoint(layer.forward_normed, x, h, next_norm, **ckpt)
         return self._head(h)
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None):

@@ -16,7 +16,7 @@ Parameter names and shapes are those of the official checkpoints (see `rwkv7_ini
 import numpy as np
 
 from minigrad import functional as F
-from minigrad.autograd import no_grad
+from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_index, check_seed
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
@@ -25,6 +25,7 @@ from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parame
 from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
 from minigrad.threads import serial_blas
+from minigrad.utils.checkpoint import GradientCheckpointingMixin, checkpoint
 
 __all__ = ["RWKV7Config", "RWKV7"]
 
@@ -132,11 +133,13 @@ def _add_norm(ln, x, r):
     return add_layer_norm(x, r, ln.weight, ln.bias, ln.eps)
 
 
-class RWKV7(Module):
+class RWKV7(GradientCheckpointingMixin, Module):
     """RWKV-7 language model. `model(idx)` -> logits (B, T, vocab_size).
 
     `model(idx, state=state, return_state=True)` -> (logits, new_state) continues from `state`
     (None = the start of the sequences). `RWKV7(config, dtype=float64, seed=0)` for an fp64 model.
+    `gradient_checkpointing_enable()`: a forward with grad enabled checkpoints each block, its state
+    and v_first passing in and out as arguments and outputs (minigrad.utils.checkpoint).
     """
 
     def __init__(self, config, dtype=np.float32, seed=None):
@@ -252,9 +255,16 @@ class RWKV7(Module):
         h = _norm(blocks[0].ln1, x)
         v_first = None
         new_state = []
+        ckpt = self._checkpoint_kwargs                 # None unless gradient_checkpointing_enable()
+        if ckpt is not None and not is_grad_enabled():
+            ckpt = None
         for i, (block, layer_state) in enumerate(zip(blocks, state)):
             next_ln = blocks[i + 1].ln1 if i + 1 < len(blocks) else self.ln_out
-            x, h, layer_state, v_first = block.forward_normed(x, h, next_ln, layer_state, v_first)
+            if ckpt is None:
+                x, h, layer_state, v_first = block.forward_normed(x, h, next_ln, layer_state, v_first)
+            else:
+                x, h, layer_state, v_first = checkpoint(block.forward_normed, x, h, next_ln, layer_state,
+                                                        v_first, **ckpt)
             new_state.append(layer_state)
         return self.head(h), new_state
 
