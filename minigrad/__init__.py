@@ -65,6 +65,9 @@ if _TIMEOUT_TOO_LATE:
     _warn_if_blas_spins()
 
 _LAZY = {"nn", "optim", "models", "data", "functional", "io", "utils"}
+# minigrad.save / minigrad.load (PyTorch .pt/.pth files, without torch): imported on first use (zipfile,
+# pickle and minigrad.io add ~30 ms to `import minigrad`)
+_LAZY_FUNCTIONS = {"save": "minigrad.torch_format", "load": "minigrad.torch_format"}
 # PyTorch's dtype aliases (torch.long, torch.float ...), served here rather than bound as globals so
 # that this module's own `int` / `float` / `bool` stay the builtins.
 _DTYPE_ALIASES = {"long": int64, "int": int32, "float": float32, "double": float64, "bool": bool_}
@@ -77,6 +80,10 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(f"minigrad.{name}")
+    if name in _LAZY_FUNCTIONS:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY_FUNCTIONS[name]), name)
     if name == "F":
         import importlib
 

@@ -14,6 +14,7 @@ the old set plus a complete new one, never a partial `ckpt_*.safetensors`.
 The safetensors reader and writer here are self-contained (numpy only); files they write load
 with the `safetensors` package and vice versa.
 """
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -189,15 +190,18 @@ def _create_temp(path, directory):
     raise FileExistsError(f"cannot create a temp file beside {path}")
 
 
-def atomic_write_bytes(path, payload):
-    """Write `payload` to `path` so that `path` is always either the old file or the whole new one.
-    A new file gets the mode a plain open() would give it; a replaced file keeps its mode."""
+@contextlib.contextmanager
+def atomic_output(path):
+    """A binary file whose content replaces `path` in one step when the block succeeds (a temp file
+    beside it, fsync, os.replace, directory fsync), so `path` is always either the old file or the
+    whole new one and the new content is never held in memory. A new file gets the mode a plain
+    open() would give it; a replaced file keeps its mode."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = _create_temp(path, directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         if os.path.exists(path):
@@ -208,6 +212,12 @@ def atomic_write_bytes(path, payload):
             os.unlink(tmp)
         raise
     _fsync_dir(directory)
+
+
+def atomic_write_bytes(path, payload):
+    """Write `payload` to `path` atomically (see `atomic_output`)."""
+    with atomic_output(path) as f:
+        f.write(payload)
 
 
 def save_safetensors(path, tensors, metadata=None):

@@ -1,7 +1,9 @@
 """Hugging Face Llama checkpoints <-> minigrad's GPT, without torch or transformers.
 
 `load_hf(GPT, path)` reads a directory written by transformers' `LlamaForCausalLM.save_pretrained`:
-`config.json` plus `model.safetensors` (or shards listed in `model.safetensors.index.json`).
+`config.json` plus `model.safetensors` (or shards listed in `model.safetensors.index.json`), or, where
+there are none, PyTorch's `pytorch_model.bin` (or shards listed in `pytorch_model.bin.index.json`, as
+transformers 4 wrote with safe_serialization=False; read by `minigrad.torch_format`, no torch needed).
 F16/BF16/F64 weights become the model's dtype (float32 by default); integer or bool weights
 are rejected (TypeError naming them). `save_hf(model, path)` writes
 `config.json` + `model.safetensors` (atomically, file by file) that transformers loads.
@@ -25,11 +27,15 @@ from minigrad.io import (
     save_safetensors,
 )
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_int
+from minigrad.torch_format import read_torch_state_dict
 
 PREFIX = "model."
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
+BIN_NAME = "pytorch_model.bin"
+BIN_INDEX_NAME = "pytorch_model.bin.index.json"
+_LAYOUTS = ((INDEX_NAME, WEIGHTS_NAME), (BIN_INDEX_NAME, BIN_NAME))  # (index, single file), preferred first
 TOKENIZER_NAME = "tokenizer.json"
 
 
@@ -176,29 +182,44 @@ def _shard_path(path, index, name):
     return file
 
 
+def _index_shards(path, index):
+    """[(file, names)] of a weights index: each shard with the tensor names its weight_map assigns it."""
+    weight_map = _read_json(index).get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise ValueError(f"{index}: no 'weight_map' object; not a weights index")
+    shards = {}
+    for tensor, name in weight_map.items():
+        shards.setdefault(_shard_path(path, index, name), set()).add(tensor)
+    return sorted(shards.items())
+
+
 def weight_shards(path):
     """[(file, names)] of an HF checkpoint directory: one model.safetensors (names None: all of it),
-    or each shard of an index with the tensor names its weight_map assigns to it."""
-    index = os.path.join(path, INDEX_NAME)
-    single = os.path.join(path, WEIGHTS_NAME)
-    if os.path.isfile(index):
-        weight_map = _read_json(index).get("weight_map")
-        if not isinstance(weight_map, dict):
-            raise ValueError(f"{index}: no 'weight_map' object; not a safetensors index")
-        shards = {}
-        for tensor, name in weight_map.items():
-            shards.setdefault(_shard_path(path, index, name), set()).add(tensor)
-        return sorted(shards.items())
-    if os.path.isfile(single):
-        return [(single, None)]
-    others = sorted(n for n in os.listdir(path) if n.endswith((".bin", ".pt", ".pth", ".safetensors")))
-    raise FileNotFoundError(f"{path}: no {WEIGHTS_NAME} or {INDEX_NAME}"
-                            + (f" (found {others}; save with safe_serialization=True)" if others else ""))
+    or each shard of an index with the tensor names its weight_map assigns to it; safetensors
+    first, else pytorch_model.bin (or its index)."""
+    for index_name, single_name in _LAYOUTS:
+        index, single = os.path.join(path, index_name), os.path.join(path, single_name)
+        if os.path.isfile(index):
+            return _index_shards(path, index)
+        if os.path.isfile(single):
+            return [(single, None)]
+    others = sorted(n for n in os.listdir(path) if n.endswith((".bin", ".pt", ".pth", ".safetensors", ".h5",
+                                                                ".msgpack")))
+    raise FileNotFoundError(f"{path}: no {WEIGHTS_NAME}, {INDEX_NAME}, {BIN_NAME} or {BIN_INDEX_NAME}"
+                            + (f" (found {others})" if others else ""))
 
 
 def weight_files(path):
-    """The safetensors files of an HF checkpoint directory (one file, or the shards of an index)."""
+    """The weight files of an HF checkpoint directory (one file, or the shards of an index)."""
     return [file for file, _ in weight_shards(path)]
+
+
+def read_weight_file(file):
+    """name -> array of one safetensors file, or else of one PyTorch state dict file (F16 kept, BF16
+    widened to float32; CheckpointError for a damaged file or one naming code)."""
+    if file.endswith(".safetensors"):
+        return read_safetensors_file(file)
+    return read_torch_state_dict(file)
 
 
 def read_weights(path):
@@ -206,10 +227,10 @@ def read_weights(path):
     the tensors the weight_map assigns to it (ValueError naming the shard otherwise)."""
     state = {}
     for file, names in weight_shards(path):
-        tensors = read_safetensors_file(file)
+        tensors = read_weight_file(file)
         if names is not None and set(tensors) != names:
             extra, lacking = sorted(set(tensors) - names)[:6], sorted(names - set(tensors))[:6]
-            raise ValueError(f"{file}: holds tensors {extra} that {INDEX_NAME} does not assign to it "
+            raise ValueError(f"{file}: holds tensors {extra} that its index does not assign to it "
                              f"and lacks {lacking}")
         state.update(tensors)
     return state

@@ -1,26 +1,24 @@
 """Official RWKV-7 ("x070") checkpoints <-> minigrad's RWKV7.
 
-`load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (also `.pt` / `.bin`; needs torch; loaded with
-`weights_only=True`, on the CPU, memory-mapped; an unreadable one, or an entry that is not
-name -> dense tensor, is a CheckpointError naming it) or
-`.safetensors` files with the same names
+`load_rwkv7(RWKV7, path)` reads BlinkDL's `.pth` files (also `.pt` / `.bin`; without torch, by
+`minigrad.torch_format`, which never runs code named by the file; an unreadable one, or an entry that
+is not name -> dense tensor, is a CheckpointError naming it) or `.safetensors` files with the same names
 (`emb.weight`, `blocks.0.ln0.weight`, `blocks.{i}.att.x_r`, ..., `head.weight`); BF16/F16 weights
 become float32 (or float64 with dtype=np.float64); integer or bool weights are rejected
 (TypeError). The config is inferred from the shapes.
 
 `save_rwkv7(model, path)` writes those names as safetensors, or as a PyTorch file when the path ends
-in `.pth` / `.pt` / `.bin` (needs torch; `.pth` is the only format BlinkDL's `rwkv` package reads):
+in `.pth` / `.pt` / `.bin` (no torch needed; `.pth` is the only format BlinkDL's `rwkv` package reads):
 the same suffix rule as the reader, so what it writes reads back. Layer 0's value-residual
 parameters `blocks.0.att.v0/v1/v2`, present in official files but unused by every RWKV-7
 implementation, are written as zeros so the file has the official key set.
 """
-import io
 import os
-import pickle
 
 import numpy as np
 
-from minigrad.io import CheckpointError, atomic_write_bytes, check_import_dtypes, save_safetensors
+from minigrad.io import CheckpointError, check_import_dtypes, save_safetensors
+from minigrad.torch_format import read_torch_state_dict, write_torch_file
 
 _LAYER0_UNUSED = ("v0", "v1", "v2")
 TORCH_SUFFIXES = (".pth", ".pt", ".bin")   # read and written as PyTorch files; anything else is safetensors
@@ -35,33 +33,12 @@ def _strip_prefix(state):
 
 
 def _read_pth(path, dtype):
+    """name -> array (floats as `dtype`) of a PyTorch state dict file; CheckpointError naming the
+    file (and the entry) when it is unreadable, not a flat name -> tensor dict, or names code."""
     try:
-        import torch
-    except ImportError:
-        raise ImportError(f"RWKV7.from_pretrained: reading {path} (a PyTorch .pth file) needs torch; "
-                          f"install it, or convert the file to .safetensors elsewhere") from None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as e:  # junk, truncated, legacy
-        raise CheckpointError(f"RWKV7.from_pretrained: {path} is not a readable PyTorch checkpoint; it is "
-                              f"truncated, corrupted or of another format (torch: {str(e)[:300]})") from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"RWKV7.from_pretrained: {path} holds a {type(state).__name__}, "
-                              "not a state dict")
-    wide = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
-    arrays = {}
-    for k, v in state.items():
-        where = f"RWKV7.from_pretrained: {path}: state dict entry {k!r}"
-        if not isinstance(k, str):
-            raise CheckpointError(f"{where}: its key is of type {type(k).__name__}, not a string")
-        if not isinstance(v, torch.Tensor):
-            raise CheckpointError(f"{where} holds a value of type {type(v).__name__}, not a tensor (only "
-                                  f"a flat name -> tensor state dict loads)")
-        try:
-            arrays[k] = (v.detach().to(wide) if v.is_floating_point() else v.detach()).numpy()
-        except (TypeError, RuntimeError) as e:  # sparse, meta, quantized ... tensors
-            raise CheckpointError(f"{where} is a tensor numpy cannot hold ({str(e)[:200]})") from None
-    return arrays
+        return read_torch_state_dict(path, float_dtype=dtype)
+    except CheckpointError as e:
+        raise CheckpointError(f"RWKV7.from_pretrained: {e}") from None
 
 
 def read_rwkv7_state(path, dtype=np.float32):
@@ -101,15 +78,11 @@ def official_state(model):
 
 def save_rwkv7(model, path):
     """Write the model as an official-format file; returns the path. The suffix decides the format
-    as in `load_rwkv7`: .pth / .pt / .bin a PyTorch file (needs torch), anything else safetensors
+    as in `load_rwkv7`: .pth / .pt / .bin a PyTorch file (written without torch), anything else safetensors
     (".safetensors" is appended unless the path ends in it), so the file written reads back."""
     state = official_state(model)
     if path.endswith(TORCH_SUFFIXES):
-        import torch
-
-        buf = io.BytesIO()
-        torch.save({k: torch.from_numpy(v) for k, v in state.items()}, buf)
-        atomic_write_bytes(path, buf.getvalue())
+        write_torch_file(path, state)     # atomically
         return path
     if not path.endswith(".safetensors"):
         path += ".safetensors"
