@@ -46,6 +46,11 @@ def _add_train_args(p):
     a("--grad-clip", type=float, help="clip the global gradient norm to this; 0 = off (default 1.0)")
     a("--batch-size", type=int, help="sequences per step (default per config: 16 for small)")
     a("--seq-len", type=int, help="tokens per sequence (default per config: 128 for small)")
+    a("--grad-accum", type=int, help="micro-batches of --batch-size per optimizer step, their gradients "
+                                     "averaged: the step sees grad-accum x batch-size sequences (default 1)")
+    a("--gradient-checkpointing", action="store_true", default=None,
+      help="recompute each layer's activations in backward instead of keeping them: less memory, "
+           "~20-30 %% more time per step")
     a("--threads", type=int, help="threads for kernels and BLAS (default OMP_NUM_THREADS or all cores)")
     a("--val-fraction", type=float, help="trailing fraction of the corpus held out for validation (0.1)")
     a("--eval-every", type=int, help="steps between validation-loss evaluations and checkpoints (100)")

@@ -81,8 +81,10 @@ class TrainConfig:
     weight_decay: float = 0.1         # on 2-D ".weight" matrices only
     beta2: float = 0.95
     grad_clip: float = 1.0            # max global grad norm (0 = off)
-    batch_size: int = None
+    batch_size: int = None            # sequences per micro-batch
     seq_len: int = None
+    grad_accum: int = 1               # micro-batches whose gradients make one optimizer step
+    gradient_checkpointing: bool = False   # recompute each layer's activations in backward
     threads: int = None
     val_fraction: float = 0.1
     eval_every: int = 100             # steps between validation evaluations (and checkpoints)
@@ -122,9 +124,9 @@ class TrainConfig:
         fail at its first evaluation, save or sample must fail here instead). None: the default."""
         for name, low in (("steps", 1), ("stop_at", 1), ("batch_size", 1), ("seq_len", 1), ("threads", 1),
                           ("warmup", 0), ("eval_every", 1), ("eval_batches", 0), ("keep", 0),
-                          ("sample_tokens", 0), ("bpe_vocab", 1), ("seed", 0)):
+                          ("sample_tokens", 0), ("bpe_vocab", 1), ("seed", 0), ("grad_accum", 1)):
             if getattr(self, name) is not None or name in ("warmup", "eval_every", "keep", "sample_tokens",
-                                                           "seed"):
+                                                           "seed", "grad_accum"):
                 check_int("train", name, getattr(self, name), low)
         if self.minutes is not None:
             check_finite_scalar("train", "minutes", self.minutes, positive=True)
@@ -201,6 +203,21 @@ def lm_loss(model, x, y):
     logits = model(mg.from_numpy(x))
     V = logits.shape[-1]
     return mg.F.cross_entropy(logits.reshape(-1, V), mg.from_numpy(y.reshape(-1)))
+
+
+def accumulate_gradients(model, sampler, micro_batches=1):
+    """Backward of the mean LM loss over `micro_batches` batches drawn from `sampler` (the grads add
+    up in .grad); returns that mean, or the first non-finite micro-batch loss (then stops)."""
+    total = 0.0
+    for _ in range(micro_batches):
+        x, y = sampler.next()
+        loss = lm_loss(model, x, y)
+        value = loss.item()
+        if not math.isfinite(value):
+            return value
+        total += value / micro_batches
+        (loss / micro_batches if micro_batches > 1 else loss).backward()
+    return total
 
 
 def evaluate(model, batches):
@@ -488,6 +505,8 @@ def _prepare(cfg, log):
     if limit is not None and cfg.seq_len > limit:
         raise ValueError(f"train: seq_len {cfg.seq_len} exceeds the model's max_seq_len {limit}"
                          + (f" (from {ckpt.path})" if ckpt else ""))
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
     optimizer = make_optimizer(model, cfg)
     if ckpt is None:        # only once the data, settings, model and optimizer are known to work
         _set_aside_previous_run(cfg.out, log)
@@ -572,9 +591,11 @@ def train(cfg, log=print):
     step, elapsed_before = run.step, run.elapsed_s
 
     n_params = sum(p.data.size for p in model.parameters())
-    tokens_per_step = cfg.batch_size * cfg.seq_len
+    tokens_per_step = cfg.batch_size * cfg.seq_len * cfg.grad_accum
+    accum = f" x {cfg.grad_accum} micro-batches" if cfg.grad_accum > 1 else ""
     log(f"model: {cfg.model}-{cfg.size}, {n_params / 1e6:.2f}M parameters; batch {cfg.batch_size} x "
-        f"{cfg.seq_len} = {tokens_per_step} tokens/step; lr {cfg.lr:g}; threads {mg.get_num_threads()}")
+        f"{cfg.seq_len}{accum} = {tokens_per_step} tokens/step; lr {cfg.lr:g}; threads {mg.get_num_threads()}"
+        + ("; gradient checkpointing" if cfg.gradient_checkpointing else ""))
     length = f"{cfg.steps} steps" if cfg.steps else f"{cfg.minutes:g} minutes"
     log(f"training for {length}; run directory {cfg.out}")
 
@@ -604,16 +625,13 @@ def train(cfg, log=print):
                 lr = learning_rate(cfg, step, elapsed / budget if budget else 0.0)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                x, y = sampler.next()
-                loss = lm_loss(model, x, y)
-                train_loss = loss.item()
+                optimizer.zero_grad()
+                train_loss = accumulate_gradients(model, sampler, cfg.grad_accum)
                 if not math.isfinite(train_loss):
                     raise TrainingError(
                         f"the training loss became {train_loss} at step {step + 1} (lr {lr:.3g}); "
                         f"{_newest_good(cfg.out)}. Try a lower --lr "
                         f"(now {cfg.lr:g}), a longer --warmup or a smaller --grad-clip.")
-                optimizer.zero_grad()
-                loss.backward()
                 if cfg.grad_clip:
                     mg.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 optimizer.step()

@@ -479,3 +479,43 @@ def test_cli_sample_names_a_bad_seq_len(resumable, tmp_path, capsys):
     run, path = _damaged_copy(resumable, tmp_path, "extra.train.seq_len", "abc")
     assert main(["sample", "--ckpt", str(run), "--tokens", "3"]) == 1
     assert "extra.train.seq_len" in capsys.readouterr().err
+
+
+def test_accumulated_gradient_is_the_mean_over_micro_batches():
+    from minigrad.data import BatchSampler
+    from minigrad.train import accumulate_gradients, build_model, lm_loss
+
+    ids = np.random.default_rng(0).integers(0, 256, 5000)
+    grads = []
+    for batch, micro in ((4, 1), (2, 2)):
+        model = build_model("gpt", "tiny", 256, 32, seed=1)
+        loss = accumulate_gradients(model, BatchSampler(ids, batch, 32, seed=5), micro)
+        grads.append((loss, {k: p.grad.data.copy() for k, p in model.named_parameters()}))
+    x4, _ = BatchSampler(ids, 4, 32, seed=5).next()     # the two micro-batches are the batch's halves
+    halves = BatchSampler(ids, 2, 32, seed=5)
+    np.testing.assert_array_equal(np.concatenate([halves.next()[0], halves.next()[0]]), x4)
+    (whole_loss, whole), (accum_loss, accum) = grads
+    assert abs(accum_loss - whole_loss) < 1e-5 * abs(whole_loss)
+    for key in whole:
+        np.testing.assert_allclose(accum[key], whole[key], rtol=1e-4, atol=1e-7, err_msg=key)
+    model = build_model("gpt", "tiny", 256, 32, seed=1)
+    x, y = BatchSampler(ids, 4, 32, seed=5).next()
+    lm_loss(model, x, y).backward()
+    np.testing.assert_array_equal(model.norm.weight.grad.data, whole["norm.weight"])
+
+
+def test_grad_accum_and_checkpointing_in_a_run(tmp_path):
+    """--grad-accum 2 with batch 2 takes the steps batch 4 takes (fp32 rounding apart), and
+    --gradient-checkpointing gives the same parameters bit for bit."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 200)
+    runs = {}
+    for name, kw in {"whole": dict(batch_size=4), "accum": dict(batch_size=2, grad_accum=2),
+                     "ckpt": dict(batch_size=4, gradient_checkpointing=True)}.items():
+        result = train(tiny(str(corpus), tmp_path / name, steps=3, grad_clip=0.0, **kw), log=quiet)
+        runs[name] = params(result["model"])
+    for key, value in runs["whole"].items():
+        np.testing.assert_allclose(runs["accum"][key], value, rtol=2e-4, atol=2e-6, err_msg=key)
+        np.testing.assert_array_equal(runs["ckpt"][key], value, err_msg=key)
+    with pytest.raises(ValueError, match="grad_accum must be an int >= 1"):
+        train(tiny(str(corpus), tmp_path / "bad", grad_accum=0), log=quiet)
