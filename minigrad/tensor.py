@@ -11,6 +11,7 @@ import numpy as np
 
 from minigrad import random as _random
 from minigrad.autograd import engine
+from minigrad.autograd import hooks as autograd_hooks
 from minigrad.kernels.validate import check_int, check_number
 
 float32 = np.dtype(np.float32)
@@ -134,7 +135,7 @@ class Tensor:
     """
 
     __slots__ = ("data", "_grad", "_requires_grad", "_node", "_out_index", "_vc", "_view", "_writeback",
-                 "name", "__weakref__")
+                 "_hooks", "name", "__weakref__")
     __array_priority__ = 1000  # make `ndarray op Tensor` defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, requires_grad=False):
@@ -146,6 +147,7 @@ class Tensor:
         self._vc = None
         self._view = None
         self._writeback = None
+        self._hooks = None
         self.name = None
         if requires_grad:
             self.requires_grad_(True)
@@ -161,6 +163,7 @@ class Tensor:
         t._vc = None
         t._view = None
         t._writeback = None
+        t._hooks = None
         t.name = None
         return t
 
@@ -294,13 +297,43 @@ class Tensor:
         return self
 
     def retain_grad(self):
-        """Keep `.grad` for this non-leaf tensor after backward."""
+        """Keep `.grad` for this non-leaf tensor after backward: its grad after all its hooks (as
+        PyTorch, whatever the order of registration)."""
         if self._node is None:
             return self
-        if self._node.retained is None:
-            self._node.retained = {}
-        self._node.retained[self._out_index] = weakref.ref(self)
+        self._tensor_hooks().retain = weakref.ref(self)
         return self
+
+    def register_hook(self, hook):
+        """hook(grad) -> None or a Tensor (same shape and dtype) replacing grad, called with grad mode
+        off once this tensor's grad in a backward is summed over its uses: for a non-leaf before it
+        flows on (None if it got none), for a leaf before it is accumulated into `.grad`. Hooks run
+        in registration order; the returned handle's `.remove()` unregisters this one."""
+        return autograd_hooks.add(self._tensor_hooks().pre, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor), for a leaf, after a backward committed the new `.grad` (not in
+        autograd.grad). Returns a handle with `.remove()`."""
+        if self._requires_grad and self._node is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        return autograd_hooks.add(self._tensor_hooks().post, hook)
+
+    def _tensor_hooks(self):
+        """This tensor's TensorHooks, created on first need: a leaf's own, a non-leaf's on its node."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node = self._node
+        if node is None:
+            if self._hooks is None:
+                self._hooks = autograd_hooks.TensorHooks()
+                autograd_hooks.leaf_hooks_exist = True
+            return self._hooks
+        if node.hooks is None:
+            node.hooks = {}
+        entry = node.hooks.get(self._out_index)
+        if entry is None:
+            entry = node.hooks[self._out_index] = autograd_hooks.TensorHooks()
+        return entry
 
     def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
         """Cast to `dtype` (a differentiable op when the result is float), as torch's `to(dtype)`,
@@ -424,6 +457,7 @@ class Tensor:
         self._vc = None
         self._view = None
         self._writeback = None
+        self._hooks = None
         self.name = state["name"]
 
     def __repr__(self):

@@ -12,6 +12,12 @@ Walks nest: a node's backward may run a walk of its own (`_run`: checkpoint's re
 minigrad/utils/checkpoint.py). A walk holds no lock and no module state (the commit lock is taken
 after the outermost walk ended); `add_leaf_grads` hands a nested walk's leaf grads to the walk
 running that node (a thread-local), which commits them with its own, all or nothing.
+
+Tensor hooks (autograd/hooks.py): a non-leaf's run on its summed grad when its node is reached,
+before retain_grad takes it and before the node's backward; a leaf's run on its summed grad once
+the outermost walk is over, before the commit (a hook raising commits nothing); post-accumulate
+hooks after the commit. The walk checks one attribute per node (`node.hooks`) and none per leaf
+until some leaf got a hook.
 """
 import contextlib
 import sys
@@ -20,6 +26,7 @@ import threading
 import numpy as np
 
 from minigrad.autograd import anomaly
+from minigrad.autograd import hooks as _hooks
 from minigrad.autograd.grad_mode import no_grad
 from minigrad.threads import sync_thread
 
@@ -148,15 +155,51 @@ def _collect(roots):
     return order
 
 
+def _node_hooks(node, slots, buffered):
+    """Run the hooks of `node`'s outputs on their summed grads `slots` (replaced in place), then
+    buffer the grads of its retain_grad outputs (unless `buffered` is None: in grad())."""
+    for i, entry in list(node.hooks.items()):
+        if entry.pre:
+            shape, dtype = node.output_meta[i]
+            slots[i] = _hooks.run_hooks(entry.pre, slots[i], shape, dtype)
+        if entry.retain is not None and buffered is not None and slots[i] is not None:
+            t = entry.retain()
+            if t is not None:
+                _buffer(buffered, t, slots[i], False)
+
+
+def _leaf_hooks(buffered, post=False):
+    """Run the leaves' grad hooks on their buffered sums (replaced; the leaf gets a copy, a hook may
+    keep what it saw), or with post=True their post-accumulate hooks."""
+    if not _hooks.leaf_hooks_exist:
+        return
+    with no_grad():
+        for entry in list(buffered.values()):
+            leaf = entry[0]
+            h = leaf._hooks
+            if h is None or leaf._node is not None:        # a retained non-leaf
+                continue
+            if post:
+                for hook in tuple(h.post.values()):
+                    hook(leaf)
+            elif h.pre:
+                entry[1] = _hooks.run_hooks(h.pre, entry[1], leaf.data.shape, leaf.data.dtype)
+                entry[2] = False
+
+
 def backward(tensors, grad_tensors=None, retain_graph=False):
     """Accumulate d(sum_i <grad_i, tensor_i>)/d(leaf) into every leaf's `.grad`."""
-    _commit(_run(tensors, grad_tensors, retain_graph, None))
+    buffered = _run(tensors, grad_tensors, retain_graph, None)
+    _leaf_hooks(buffered)
+    _commit(buffered)
+    _leaf_hooks(buffered, post=True)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=False, create_graph=False, allow_unused=False):
     """torch.autograd.grad: the gradients of sum_i <grad_outputs_i, outputs_i> with respect to each
     of `inputs` (leaves or intermediate tensors), returned as a tuple of Tensors; no `.grad` is
     touched. An input the outputs do not depend on raises, or gives None with allow_unused=True.
+    The inputs' hooks run on what is returned (no post-accumulate hook: nothing accumulates).
     create_graph (higher-order gradients) is not supported."""
     from minigrad.tensor import Tensor
 
@@ -168,6 +211,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=False, create_graph=Fa
         if not isinstance(t, Tensor) or not t.requires_grad:
             raise RuntimeError(f"grad: inputs[{i}] is not a Tensor that requires grad")
     buffered = _run(outputs, grad_outputs, retain_graph, inputs)
+    _leaf_hooks(buffered)
     out = []
     for i, t in enumerate(inputs):
         entry = buffered.get(id(t))
@@ -226,11 +270,8 @@ def _run(tensors, grad_tensors, retain_graph, inputs):
                 if not retain_graph:
                     node.free()
                 continue
-            if node.retained and inputs is None:
-                for i, ref in node.retained.items():
-                    t = ref()
-                    if t is not None and slots[i] is not None:
-                        _buffer(buffered, t, slots[i], False)
+            if node.hooks is not None:
+                _node_hooks(node, slots, buffered if inputs is None else None)
             for i, g in enumerate(slots):
                 t = captured.get((id(node), i)) if captured else None
                 if t is not None and g is not None:

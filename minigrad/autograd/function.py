@@ -107,10 +107,11 @@ class Node:
     """One recorded application of a Function: what backward needs to route gradients.
 
     inputs[i] is None (no grad needed), a leaf Tensor (grad accumulates in .grad), or a
-    (parent_node, output_index) pair.
+    (parent_node, output_index) pair. hooks: None, or {output_index: TensorHooks} for outputs with
+    hooks or retain_grad (autograd/hooks.py).
     """
 
-    __slots__ = ("fn", "ctx", "inputs", "input_meta", "output_meta", "retained", "seq", "callsite",
+    __slots__ = ("fn", "ctx", "inputs", "input_meta", "output_meta", "hooks", "seq", "callsite",
                  "__weakref__")
 
     def __init__(self, fn, ctx, args, outputs):
@@ -133,7 +134,7 @@ class Node:
                 self.inputs.append(None)
                 self.input_meta.append(None)
         self.output_meta = [(o.data.shape, o.data.dtype) for o in outputs]
-        self.retained = None
+        self.hooks = None
         self.callsite = anomaly.callsite() if anomaly.is_enabled() else None
 
     @property
