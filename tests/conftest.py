@@ -3,3 +3,17 @@ module imports numpy (OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when it loads; see 
 import os
 
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """For modules of tiny models (`pytestmark = pytest.mark.usefixtures("one_thread")`): one kernel
+    thread avoids OpenMP start-up costs on a shared machine; the previous count is restored after."""
+    import minigrad as mg
+
+    before = mg.get_num_threads()
+    mg.set_num_threads(1)
+    yield
+    mg.set_num_threads(before)

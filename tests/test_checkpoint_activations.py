@@ -18,13 +18,7 @@ from minigrad.utils.checkpoint import _Checkpoint, checkpoint, checkpoint_sequen
 F64 = np.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny sizes: one thread avoids OpenMP start-up costs on a shared machine."""
-    before = mg.get_num_threads()
-    mg.set_num_threads(1)
-    yield
-    mg.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models (tests/conftest.py)
 
 
 def leaf(*shape, seed=0):

@@ -23,13 +23,7 @@ SMALL = dict(vocab_size=11, d_model=12, n_layer=3, head_size=4, d_decay_lora=3, 
              d_gate_lora=4, ffn_hidden=20)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread avoids OpenMP start-up costs on a shared machine."""
-    before = mg.get_num_threads()
-    mg.set_num_threads(1)
-    yield
-    mg.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models (tests/conftest.py)
 
 
 def random_weights(cfg, seed=0, dtype=np.float64, scale=0.3):
