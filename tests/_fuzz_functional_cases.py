@@ -90,12 +90,42 @@ def functional_calls(dt, seed=0):
         Num(1e-5, bad=(0.0, -1.0, float("nan"))),
     )
     calls["F.swiglu"] = FCall(F.swiglu, T_(r(N, C)), T_(r(N, C)))
+    # torch's positional order: input, target, weight, size_average, ignore_index, reduce, reduction,
+    # label_smoothing
     calls["F.cross_entropy"] = FCall(
         F.cross_entropy,
         T_(r(N, V), free=(1,), legal=ALONE),
         Ids(np.asarray(rng.integers(0, V, N), np.int64), V),
+        Num(None),
+        Num(None, bad=(True,)),
         Num(-100, odd=(-1, HUGE)),
+        Num(None, bad=(False,)),
         Num("mean", bad=("avg", None)),
+        Num(0.0, bad=(-0.1, 1.5, float("nan"), float("inf")), odd=(1.0,)),
+    )
+    K = 2          # K-dim logits (N, V, K), class weights and label smoothing
+    calls["F.cross_entropy[weight,smoothing]"] = FCall(
+        F.cross_entropy,
+        T_(r(N, V, K), free=(1,), legal=ALONE),
+        Ids(np.asarray(rng.integers(0, V, (N, K)), np.int64), V),
+        T_(r(V, lo=0.5), legal=NONE),
+        Num(None),
+        Num(-100, odd=(-1, HUGE)),
+        Num(None),
+        Num("sum", bad=("avg", None)),
+        Num(0.1, bad=(-0.1, 1.5, float("nan")), odd=(0.0, 1.0)),
+    )
+    probs = np.abs(r(N, V)) + 0.1
+    calls["F.cross_entropy[probabilities]"] = FCall(
+        F.cross_entropy,
+        T_(r(N, V), free=(1,), legal=ALONE),
+        T_(probs / probs.sum(1, keepdims=True), legal=("list",)),
+        T_(r(V, lo=0.5), legal=NONE),
+        Num(None),
+        Num(-100, bad=(0,)),
+        Num(None),
+        Num("mean", bad=("avg", None)),
+        Num(0.2, bad=(-0.1, 1.5), odd=(0.0, 1.0)),
     )
     B, H, T, hd = 2, 4, 5, 6
     calls["F.rope"] = FCall(

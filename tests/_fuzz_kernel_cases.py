@@ -124,25 +124,17 @@ def kernel_calls(dt, seed=0):
     )
 
     # cross-entropy
-    calls["cross_entropy.cross_entropy_forward"] = Call(
-        cross_entropy.cross_entropy_forward,
-        Arr(r(N, V), free=(1,)),
-        Arr(ids(N, V), high=V),
-        Num(-100, odd=(-1, HUGE)),
-        O(e(N)),
-        O(e(N)),
-        O(e(N)),
-    )
-    calls["cross_entropy.cross_entropy_backward"] = Call(
-        cross_entropy.cross_entropy_backward,
-        A(r(N, V)),
-        Arr(ids(N, V), high=V),
-        Num(-100, odd=(-1, HUGE)),
-        A(r(N)),
-        A(r(N)),
-        A(r(N)),
-        O(e(N, V)),
-    )
+    ce_forward = (Arr(r(N, V), free=(1,)), Arr(ids(N, V), high=V), Num(-100, odd=(-1, HUGE)),
+                  O(e(N)), O(e(N)), O(e(N)))
+    ce_backward = (A(r(N, V)), Arr(ids(N, V), high=V), Num(-100, odd=(-1, HUGE)), A(r(N)), A(r(N)), A(r(N)),
+                   O(e(N, V)))
+    ce_extra = (Arr(r(V, lo=0.5), legal=("none",)), Num(0.1, bad=(-0.1, 1.5, float("nan")), odd=(0.0, 1.0)))
+    calls["cross_entropy.cross_entropy_forward"] = Call(cross_entropy.cross_entropy_forward, *ce_forward)
+    calls["cross_entropy.cross_entropy_backward"] = Call(cross_entropy.cross_entropy_backward, *ce_backward)
+    calls["cross_entropy.cross_entropy_forward[weight,smoothing]"] = Call(
+        cross_entropy.cross_entropy_forward, *ce_forward, *ce_extra)
+    calls["cross_entropy.cross_entropy_backward[weight,smoothing]"] = Call(
+        cross_entropy.cross_entropy_backward, *ce_backward, *ce_extra)
 
     # rope: (A, M, hd) strided views of head vectors, positions along axis pos_axis into (P, hd/2) tables
     B, H, T, hd, P = 2, 3, 4, 6, 8

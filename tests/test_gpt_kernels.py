@@ -397,6 +397,38 @@ def test_cross_entropy_gradcheck_and_references(N, V, reduction):
     np.testing.assert_allclose(ours, theirs, atol=1e-12)
 
 
+def cross_entropy_smoothed_numpy(z, t, w, eps, ignore_index, reduction):
+    """torch's label-smoothed, class-weighted loss in plain numpy: (1 - eps) w_t (-log p_t) +
+    (eps / V) sum_c w_c (-log p_c), 0 on ignored rows; 'mean' over the targets' total weight."""
+    logp = z - z.max(-1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    wt = np.where(keep, w[safe], 0.0)
+    rows = np.arange(len(t))
+    loss = (1 - eps) * wt * -logp[rows, safe] + np.where(keep, eps / z.shape[1] * (w * -logp).sum(-1), 0.0)
+    return {"none": loss, "sum": loss.sum(), "mean": loss.sum() / wt.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("N,V", [(1, 1), (5, 7), (12, 33)])
+@pytest.mark.parametrize("weighted,eps", [(True, 0.0), (False, 0.2), (True, 0.3), (True, 1.0)])
+def test_cross_entropy_weight_smoothing_gradcheck_and_reference(N, V, reduction, weighted, eps):
+    z = leaf(randn(N, V) * 3)
+    t = np.random.default_rng(1).integers(0, V, N)
+    if N > 2:
+        t[1] = -100
+    w = np.random.default_rng(2).uniform(0.3, 2.0, V) if weighted else np.ones(V)
+    wt = mg.tensor(w) if weighted else None
+    fn = lambda a: F.cross_entropy(a, t, weight=wt, label_smoothing=eps, reduction=reduction)
+    check_grads("gpt.cross_entropy", fn, z)
+    want = cross_entropy_smoothed_numpy(z.data, t, w, eps, -100, reduction)
+    np.testing.assert_allclose(fn(z).data, want, rtol=1e-13, atol=1e-13)
+    assert_fp32_matches_fp64(lambda a: F.cross_entropy(
+        a, t, weight=None if wt is None else mg.tensor(w.astype(a.data.dtype)), label_smoothing=eps,
+        reduction=reduction), z.data)
+
+
 def test_cross_entropy_custom_ignore_fp32_and_torch():
     z, t = randn(9, 17) * 4, np.random.default_rng(3).integers(0, 17, 9)
     t[[0, 4]] = 3

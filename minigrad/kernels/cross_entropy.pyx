@@ -1,18 +1,38 @@
-"""Softmax cross-entropy fused with its log-softmax: loss_n = lse(z_n) - z_n[t_n].
+"""Softmax cross-entropy fused with its log-softmax, with PyTorch's optional class weights w (V,)
+and label smoothing eps in [0, 1]:
 
-With m_n = max_v z[n, v] and l_n = log sum_v exp(z[n, v] - m_n) (so lse = m + l), forward keeps
-m and l (N,) and computes loss_n = (m_n - z_n[t_n]) + l_n; backward p = exp((z - m) - l). Never
-m + l first: a large common offset of a row's logits (1e6 in float32) would round l away, as
-torch's formulation does not. With per-row upstream weight w_n (1/count for 'mean', 1 for 'sum',
-gy[n] for 'none'; 0 for ignored rows):
-    gz[n, v] = w_n * (p[n, v] - [v == t_n])
-Rows are independent: `prange` over rows. Targets are range-checked in Python beforehand.
+    loss_n = (1 - eps) w_t (-log p_t) + (eps / V) sum_c w_c (-log p_c),   t = t_n, p = softmax(z_n)
+
+(w = 1 without weights; eps = 0 is the plain loss_n = w_t (lse(z_n) - z_n[t])). This is torch's
+cross_entropy_loss_label_smoothing (aten/src/ATen/native/LossNLL.cpp): nll_loss(log_softmax, w)
+mixed with the smoothing term -sum_c w_c log p_c, both 0 on ignored rows.
+
+With m_n = max_v z[n, v] and l_n = log sum_v exp(z[n, v] - m_n), -log p_c = (m_n - z_c) + l_n: forward
+keeps m and l (N,) and computes the loss from (m - z) + l, never from m + l first: a large common
+offset of a row's logits (1e6 in float32) would round l away, as torch's formulation does not. The
+smoothing sum is sum_c w_c (m - z_c) + W l with W = sum_c w_c (each term >= 0: no cancellation).
+
+Backward, from d(-log p_c)/dz_v = p_v - [v == c]:
+    dloss_n/dz_v = (1 - eps) w_t (p_v - [v == t]) + (eps / V) sum_c w_c (p_v - [v == c])
+                 = A_n p_v - (eps / V) w_v - (1 - eps) w_t [v == t],   A_n = (1 - eps) w_t + (eps / V) W
+so with the per-row upstream scale s_n (gy/denominator for 'mean', gy for 'sum', gy[n] for 'none';
+rows whose target is ignore_index get 0):
+    gz[n, v] = s_n (A_n p_v - (eps / V) w_v - (1 - eps) w_t [v == t])
+Without weights and smoothing A_n = 1 and this is s_n (p - onehot(t)), the same arithmetic as the
+plain kernel (s * 1.0 and (1 - 0) are exact), with one extra pass over the row only when eps != 0.
+Without weights it is s_n (p - (1 - eps) onehot(t) - eps / V). Note that with weights the smoothing
+term is weighted per class (w_v, and W in A_n), as torch does; it is not w_t times the unweighted form.
+
+Rows are independent: `prange` over rows. Targets and shapes are range-checked in Python beforehand.
 """
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport exp, log
 
-from minigrad.kernels._vmath cimport mg_exp_shift2_f, mg_max_f, mg_sum_exp_f
+import numpy as np
+
+from minigrad.kernels._rowsum cimport row_dot_centered
+from minigrad.kernels._vmath cimport mg_exp_shift2_f, mg_max_f, mg_sum_dev_f, mg_sum_exp_f
 from minigrad.kernels.validate import check_kernel_args, check_kernel_index, check_kernel_scalar
 
 
@@ -35,21 +55,69 @@ cdef inline double _row_max_logsum(const floating* z, Py_ssize_t V, floating* m_
     return log(s)
 
 
-# logits: (N, V), targets: (N,) -> loss: (N,) (0 where ignored), row_max, row_logsum: (N,)
+cdef inline double _row_smooth(const floating* z, const floating* w, const floating* ones,
+                               Py_ssize_t V, floating m) noexcept nogil:
+    """sum_c w_c (m - z_c) (w = 1 when w is NULL; `ones` is V ones, for the vectorised float sum)."""
+    cdef Py_ssize_t c
+    cdef double s = 0.0
+    if w == NULL:
+        if floating is float:
+            s = -<double>mg_sum_dev_f(z, V, m)
+        else:
+            for c in range(V):
+                s = s + (m - z[c])
+    else:
+        s = -row_dot_centered(w, ones, z, V, m)
+    return s
+
+
+cdef const floating* _class_weight_ptr(object class_weight, const floating[:, ::1] logits,
+                                       str op) except? NULL:
+    """Pointer to class_weight's data (NULL for None) after checking it is (V,) of logits' dtype."""
+    cdef const floating[::1] cw
+    if class_weight is None:
+        return NULL
+    cw = class_weight                     # dtype / rank / contiguity, or ValueError
+    check_kernel_args(op, "logits:N,V class_weight:V", logits, class_weight)
+    return &cw[0]                         # V >= 1; the caller keeps class_weight alive
+
+
+cdef double _check_smoothing(str op, double label_smoothing) except -1.0:
+    if not (0.0 <= label_smoothing <= 1.0):
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    return label_smoothing
+
+
+# logits: (N, V), targets: (N,), class_weight: (V,) or None -> loss: (N,) (0 where ignored),
+# row_max, row_logsum: (N,)
 def cross_entropy_forward(const floating[:, ::1] logits, const long long[::1] targets,
                           long long ignore_index, floating[::1] loss, floating[::1] row_max,
-                          floating[::1] row_logsum):
+                          floating[::1] row_logsum, class_weight=None, double label_smoothing=0.0):
     """row_max[n] = max_v z[n, v], row_logsum[n] = log sum_v exp(z[n, v] - row_max[n]);
-    loss[n] = (row_max[n] - z[n, t_n]) + row_logsum[n] (0 if t_n == ignore_index)."""
-    check_kernel_args("cross_entropy_forward", "logits:N,V targets:N loss:N row_max:N row_logsum:N",
+    loss[n] = (1 - eps) w_t ((row_max[n] - z[n, t]) + row_logsum[n])
+              + (eps / V) (sum_c w_c (row_max[n] - z[n, c]) + W row_logsum[n])
+    (0 if t == ignore_index; w = 1 when class_weight is None)."""
+    op = "cross_entropy_forward"
+    check_kernel_args(op, "logits:N,V targets:N loss:N row_max:N row_logsum:N",
                       logits, targets, loss, row_max, row_logsum)
-    check_kernel_scalar("cross_entropy_forward", "the class count", logits.shape[1], 1)
-    check_kernel_index("cross_entropy_forward", "targets", targets, logits.shape[1], ignore_index)
-    cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n
+    check_kernel_scalar(op, "the class count", logits.shape[1], 1)
+    check_kernel_index(op, "targets", targets, logits.shape[1], ignore_index)
+    cdef double eps = _check_smoothing(op, label_smoothing)
+    cdef const floating* w = _class_weight_ptr(class_weight, logits, op)
+    cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n, c
     cdef const floating* zr
     cdef long long t
-    cdef double ls
+    cdef double ls, nll, W = V, keep = 1.0 - eps, share = eps / V
+    cdef const floating[::1] ones_mv
+    cdef const floating* ones = NULL
+    if w != NULL and eps != 0.0:
+        ones_mv = np.ones(V, np.float32 if floating is float else np.float64)
+        ones = &ones_mv[0]
     with nogil:
+        if w != NULL:
+            W = 0.0
+            for c in range(V):
+                W = W + w[c]
         for n in prange(N, schedule="dynamic", chunksize=64):
             zr = &logits[n, 0]
             ls = _row_max_logsum(zr, V, &row_max[n])
@@ -57,27 +125,43 @@ def cross_entropy_forward(const floating[:, ::1] logits, const long long[::1] ta
             t = targets[n]
             if t == ignore_index:
                 loss[n] = 0
+                continue
+            nll = <double>(row_max[n] - zr[t]) + ls
+            if w != NULL:
+                nll = w[t] * nll
+            if eps == 0.0:
+                loss[n] = <floating>nll
             else:
-                loss[n] = <floating>(<double>(row_max[n] - zr[t]) + ls)
+                loss[n] = <floating>(keep * nll + share * (_row_smooth(zr, w, ones, V, row_max[n]) + W * ls))
 
 
-# logits: (N, V), targets, row_max, row_logsum, weight: (N,) -> glogits: (N, V)
+# logits: (N, V), targets, row_max, row_logsum, weight: (N,), class_weight: (V,) or None
+# -> glogits: (N, V)
 def cross_entropy_backward(const floating[:, ::1] logits, const long long[::1] targets,
                            long long ignore_index, const floating[::1] row_max,
                            const floating[::1] row_logsum, const floating[::1] weight,
-                           floating[:, ::1] glogits):
-    """glogits[n] = weight[n] * (softmax(z[n]) - onehot(t_n)); zero for ignored rows."""
-    check_kernel_args("cross_entropy_backward",
-                      "logits:N,V targets:N row_max:N row_logsum:N weight:N glogits:N,V",
+                           floating[:, ::1] glogits, class_weight=None, double label_smoothing=0.0):
+    """glogits[n] = s (A p - (eps / V) w - (1 - eps) w_t onehot(t)), A = (1 - eps) w_t + (eps / V) W,
+    p = softmax(z[n]), s = weight[n] (the per-row upstream scale); zero for ignored rows. Without
+    class weights and smoothing: s (p - onehot(t))."""
+    op = "cross_entropy_backward"
+    check_kernel_args(op, "logits:N,V targets:N row_max:N row_logsum:N weight:N glogits:N,V",
                       logits, targets, row_max, row_logsum, weight, glogits)
-    check_kernel_scalar("cross_entropy_backward", "the class count", logits.shape[1], 1)
-    check_kernel_index("cross_entropy_backward", "targets", targets, logits.shape[1], ignore_index)
-    cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n, v
+    check_kernel_scalar(op, "the class count", logits.shape[1], 1)
+    check_kernel_index(op, "targets", targets, logits.shape[1], ignore_index)
+    cdef double eps = _check_smoothing(op, label_smoothing)
+    cdef const floating* w = _class_weight_ptr(class_weight, logits, op)
+    cdef Py_ssize_t N = logits.shape[0], V = logits.shape[1], n, v, c
     cdef const floating* zr
     cdef floating* gr
-    cdef floating w, m, ls
+    cdef floating s, a, m, ls, sh
+    cdef double wt, W = V, keep = 1.0 - eps, share = eps / V
     cdef long long t
     with nogil:
+        if w != NULL:
+            W = 0.0
+            for c in range(V):
+                W = W + w[c]
         for n in prange(N, schedule="dynamic", chunksize=64):
             zr = &logits[n, 0]
             gr = &glogits[n, 0]
@@ -86,12 +170,22 @@ def cross_entropy_backward(const floating[:, ::1] logits, const long long[::1] t
                 for v in range(V):
                     gr[v] = 0
                 continue
-            w = weight[n]
+            s = weight[n]
+            wt = 1.0 if w == NULL else <double>w[t]
+            a = <floating>(s * (keep * wt + share * W))      # = s exactly without weights and eps
             m = row_max[n]
             ls = row_logsum[n]
             if floating is float:
-                mg_exp_shift2_f(zr, gr, V, m, ls, w)
+                mg_exp_shift2_f(zr, gr, V, m, ls, a)
             else:
                 for v in range(V):
-                    gr[v] = w * exp((zr[v] - m) - ls)
-            gr[t] -= w
+                    gr[v] = a * exp((zr[v] - m) - ls)
+            if eps != 0.0:
+                sh = <floating>(s * share)
+                if w == NULL:
+                    for v in range(V):
+                        gr[v] = gr[v] - sh
+                else:
+                    for v in range(V):
+                        gr[v] = gr[v] - sh * w[v]
+            gr[t] -= <floating>(s * (keep * wt))

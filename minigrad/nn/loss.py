@@ -3,7 +3,7 @@ its arguments and calls the functional of the same name (minigrad.ops.losses), w
 from minigrad.kernels.validate import check_int
 from minigrad.nn.module import Module
 from minigrad.ops import losses as _L
-from minigrad.ops.cross_entropy import cross_entropy
+from minigrad.ops.cross_entropy import check_label_smoothing, cross_entropy
 
 
 class _Loss(Module):
@@ -54,31 +54,25 @@ class BCEWithLogitsLoss(_Loss):
                                                    pos_weight=self.pos_weight)
 
 
-class CrossEntropyLoss(Module):
-    """loss_n = logsumexp(input[n]) - input[n, target_n] over the class dim 1, through F.cross_entropy.
+class CrossEntropyLoss(_Loss):
+    """F.cross_entropy as a module: softmax cross-entropy over the class dim 1 of logits.
 
-    input (C,), (N, C) or (N, C, d1, ...); target int () / (N,) / (N, d1, ...). Targets equal to
-    ignore_index contribute nothing; 'mean' divides by the number of the others (nan if none), 'none'
-    returns the target's shape. Class weights, class-probability (float) targets and label smoothing
-    are not supported (F.cross_entropy has none of them): they raise.
+    input (C,), (N, C) or (N, C, d1, ...); target int class indices () / (N,) / (N, d1, ...) or float
+    class probabilities of the input's shape. `weight` (C,) scales each class's loss (a buffer, as
+    torch: in state_dict; 'mean' then divides by the summed weight of the non-ignored targets);
+    targets equal to `ignore_index` contribute nothing ('mean' is nan if none is left);
+    `label_smoothing` eps in [0, 1] mixes (1 - eps) of the loss with eps of the mean over classes of
+    -log p_c. 'none' returns the target's batch shape.
     """
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
-        super().__init__()
+        super().__init__(size_average, reduce, reduction)
         name = "CrossEntropyLoss"
-        if weight is not None:
-            raise ValueError(f"{name}: class weights are not supported (F.cross_entropy has no weight); "
-                             "use weight=None")
-        _L.check_legacy(name, size_average, reduce)
-        if label_smoothing != 0.0:
-            raise ValueError(f"{name}: label_smoothing is not supported (F.cross_entropy has none); got "
-                             f"{label_smoothing}, use 0.0")
+        self.register_buffer("weight", weight)
         self.ignore_index = check_int(name, "ignore_index", ignore_index)
-        self.reduction = _L.check_reduction(name, reduction)
-        self.label_smoothing = 0.0
+        self.label_smoothing = check_label_smoothing(name, label_smoothing)
 
     def forward(self, input, target):
-        logits, t, batch = _L.class_rows("CrossEntropyLoss", input, target)
-        loss = cross_entropy(logits, t, ignore_index=self.ignore_index, reduction=self.reduction)
-        return loss.reshape(batch) if self.reduction == "none" else loss
+        return cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)

@@ -138,6 +138,28 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _elementwise_loss(op, input, target, reduction, pointwise, weight, weighted_mean="numel")
 
 
+def class_weight(op, weight, input, C):
+    """A class `weight` (nll_loss, cross_entropy) as a private constant (C,) array of the input's dtype
+    (None stays None). A Tensor must be a float Tensor of the input's dtype (torch raises too); a
+    float numpy array adopts the input's dtype (a numpy constant); anything else raises."""
+    if weight is None:
+        return None
+    if isinstance(weight, Tensor):
+        if not weight.is_floating_point():
+            raise TypeError(f"{op}: weight must be a float Tensor, got {weight.dtype}")
+        if weight.data.dtype != input.data.dtype:
+            raise TypeError(f"{op}: weight has dtype {weight.data.dtype} but input is {input.data.dtype}")
+        arr = weight.data
+    elif isinstance(weight, np.ndarray) and weight.dtype in (np.float32, np.float64):
+        arr = weight
+    else:
+        got = weight.dtype if isinstance(weight, np.ndarray) else type(weight).__name__
+        raise TypeError(f"{op}: weight must be a float Tensor, got {got}")
+    if tuple(arr.shape) != (C,):
+        raise ValueError(f"{op}: weight has shape {tuple(arr.shape)}, expected ({C},)")
+    return np.array(arr, dtype=input.data.dtype, order="C", copy=True)
+
+
 def class_rows(op, input, target):
     """input (C,), (N, C) or (N, C, d1, ...) with int target (), (N,) or (N, d1, ...) ->
     (rows (M, C) Tensor, target (M,) int array, batch shape): the class dim moved last and flattened."""
@@ -166,8 +188,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     ((C,), (N, C) or (N, C, d1, ...); int target (), (N,) or (N, d1, ...)).
 
     Targets equal to ignore_index contribute 0 (any other outside [0, C) raises); 'mean' divides the
-    sum by the total weight of the other targets (their count without `weight`; nan, with zero
-    gradients, when there is none, as torch). 'none' has the target's shape.
+    sum by the total weight of the other targets (their count without `weight`); when that is 0 the
+    loss is nan, as torch, with zero gradients if every target is ignored and nan ones at the
+    others' targets otherwise. `weight` is a constant: a float Tensor of the input's dtype (or a
+    float numpy array). 'none' has the target's shape.
     """
     op = "nll_loss"
     check_legacy(op, size_average, reduce)
@@ -178,7 +202,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     t = check_index(op, "target", t, C, ignore=ignore_index)
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
-    w = _constant(op, "weight", weight, input.dtype, shape=(C,))
+    w = class_weight(op, weight, input, C)
     w = keep.astype(input.dtype) if w is None else np.where(keep, w[safe], 0).astype(input.dtype)
     loss = rows[np.arange(M), safe] * Tensor(-w)
     if reduction == "none":
@@ -187,7 +211,12 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if reduction == "sum":
         return total
     denom = float(w.sum(dtype=np.float64))
-    return total / denom if denom != 0.0 else total * 0.0 + math.nan
+    if denom != 0.0:
+        return total / denom
+    if not keep.any():                  # every target ignored: nan, zero gradients (torch)
+        return total * 0.0 + math.nan
+    # targets left but their weights sum to 0: torch's 0/0, with a nan gradient at those targets only
+    return (loss * Tensor(np.where(keep, math.nan, 0.0).astype(input.dtype))).sum()
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
