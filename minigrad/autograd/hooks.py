@@ -21,17 +21,21 @@ class HookDict(dict):
 
 
 class RemovableHandle:
-    """What register_hook returns: `.remove()` unregisters the hook (again: a no-op). A context
-    manager too, removing it on exit, as torch.utils.hooks.RemovableHandle."""
+    """What every `register_*hook` returns (tensor and module hooks), as
+    torch.utils.hooks.RemovableHandle: `.remove()` takes the hook's id out of `hooks_dict` and of each
+    `extra_dict` (flag dicts naming it; all weakly referenced); a second call is a no-op. A context
+    manager too, removing it on exit."""
 
-    def __init__(self, hooks):
+    def __init__(self, hooks_dict, *, extra_dict=()):
         self.id = next(_ids)
-        self._hooks = weakref.ref(hooks)
+        extra = (extra_dict,) if isinstance(extra_dict, dict) else tuple(extra_dict)
+        self._refs = tuple(weakref.ref(d) for d in (hooks_dict, *extra))
 
     def remove(self):
-        hooks = self._hooks()
-        if hooks is not None:
-            hooks.pop(self.id, None)
+        for ref in self._refs:
+            d = ref()
+            if d is not None:
+                d.pop(self.id, None)
 
     def __enter__(self):
         return self

@@ -280,10 +280,16 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         ids = self._ids(idx, self.config.max_seq_len - start)
         x = self.embed_tokens(ids)
         layers = list(self.layers)
-        h = layers[0].input_layernorm(x)
         ckpt = self._checkpoint_kwargs                 # None unless gradient_checkpointing_enable()
         if ckpt is not None and (caches is not None or not is_grad_enabled()):
             ckpt = None
+        if self.has_hooks():        # every layer and norm called as a module, so that its hooks fire
+            for i, layer in enumerate(layers):
+                cache = None if caches is None else caches[i]
+                x = layer(x, cache, start) if ckpt is None else checkpoint(layer, x, **ckpt)
+            h = self.norm(x)
+            return self.lm_head(h) if not self.config.tie_embeddings else self._head(h)
+        h = layers[0].input_layernorm(x)
         for i, layer in enumerate(layers):
             next_norm = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.norm
             if ckpt is None:

@@ -108,9 +108,9 @@ class RWKV7Block(Module):
 
     def forward(self, x, layer_state, v_first):
         att_shift, wkv, ffn_shift = layer_state
-        dx, att_shift, wkv, v_first = self.att(_norm(self.ln1, x), att_shift, wkv, v_first)
+        dx, att_shift, wkv, v_first = self.att(self.ln1(x), att_shift, wkv, v_first)
         x = x + dx
-        dx, ffn_shift = self.ffn(_norm(self.ln2, x), ffn_shift)
+        dx, ffn_shift = self.ffn(self.ln2(x), ffn_shift)
         return x + dx, (att_shift, wkv, ffn_shift), v_first
 
     def forward_normed(self, x, h, next_ln, layer_state, v_first):
@@ -251,13 +251,20 @@ class RWKV7(GradientCheckpointingMixin, Module):
         if state is None:
             state = [(None, None, None)] * self.config.n_layer
         blocks = list(self.blocks)
-        x = _norm(blocks[0].ln0, self.emb(idx))
-        h = _norm(blocks[0].ln1, x)
         v_first = None
         new_state = []
         ckpt = self._checkpoint_kwargs                 # None unless gradient_checkpointing_enable()
         if ckpt is not None and not is_grad_enabled():
             ckpt = None
+        if self.has_hooks():        # every block and norm called as a module, so that its hooks fire
+            x = blocks[0].ln0(self.emb(idx))
+            for block, layer_state in zip(blocks, state):
+                args = (x, layer_state, v_first)
+                x, layer_state, v_first = block(*args) if ckpt is None else checkpoint(block, *args, **ckpt)
+                new_state.append(layer_state)
+            return self.head(self.ln_out(x)), new_state
+        x = _norm(blocks[0].ln0, self.emb(idx))
+        h = _norm(blocks[0].ln1, x)
         for i, (block, layer_state) in enumerate(zip(blocks, state)):
             next_ln = blocks[i + 1].ln1 if i + 1 < len(blocks) else self.ln_out
             if ckpt is None:

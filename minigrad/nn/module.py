@@ -8,10 +8,26 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from minigrad.autograd import no_grad
+from minigrad.nn.hooks import (  # noqa: F401 - RemovableHandle, register_module_*: torch's names here
+    RemovableHandle,
+    _global_hook_ids,
+    add_hook,
+    call_with_hooks,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+)
+from minigrad.nn.hooks import _state as hooks_state
 from minigrad.nn.parameter import Parameter
 from minigrad.tensor import Tensor, to_args
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+# torch's per-module hook dicts (id -> hook, or id -> True for the flags), and `_hook_ids`: every id
+# of this module's hooks, so that a call without hooks tests one dict (minigrad/nn/hooks.py)
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_pre_hooks",
+               "_backward_hooks", "_hook_ids")
 
 
 class Module:
@@ -23,12 +39,46 @@ class Module:
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
+        for name in _HOOK_DICTS:
+            object.__setattr__(self, name, OrderedDict())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
+        if self._hook_ids or _global_hook_ids:
+            return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # ---- hooks (torch's; minigrad/nn/hooks.py) -----------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Run `hook(module, args)` before each forward; a return value other than None replaces
+        args (a non-tuple is wrapped in one). with_kwargs: `hook(module, args, kwargs)` -> None or
+        (args, kwargs). Hooks run in registration order; prepend puts this one first."""
+        flags = [self._forward_pre_hooks_with_kwargs] if with_kwargs else []
+        return add_hook(self._forward_pre_hooks, hook, self._hook_ids, prepend=prepend, flags=flags)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """Run `hook(module, args, output)` (with_kwargs: `hook(module, args, kwargs, output)`) after
+        each forward; a return value other than None replaces the output. always_call: also run it
+        (output None) when forward or another hook raised; the error is then re-raised."""
+        flags = [d for d, on in ((self._forward_hooks_with_kwargs, with_kwargs),
+                                 (self._forward_hooks_always_called, always_call)) if on]
+        return add_hook(self._forward_hooks, hook, self._hook_ids, prepend=prepend, flags=flags)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Run `hook(module, grad_output)` when the gradients w.r.t. the module's outputs are known
+        (a tuple, one entry per output, None for non-Tensors and outputs that got no gradient); a
+        returned tuple replaces grad_output, before the gradient flows into the module."""
+        return add_hook(self._backward_pre_hooks, hook, self._hook_ids, prepend=prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Run `hook(module, grad_input, grad_output)` once the gradients w.r.t. the module's
+        positional inputs are computed (one entry per positional argument: None for non-Tensors,
+        zeros for Tensors that don't require grad; all None, right after grad_output, when no input
+        requires grad); a returned tuple replaces grad_input, i.e. what flows on to the inputs.
+        Hooks registered when the module is called apply to that call's backward."""
+        return add_hook(self._backward_hooks, hook, self._hook_ids, prepend=prepend)
 
     # ---- registration -----------------------------------------------------------------------
     def _registries(self):
@@ -142,6 +192,13 @@ class Module:
         for name, child in self._modules.items():
             if child is not None:
                 yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo, remove_duplicate)
+
+    def has_hooks(self):
+        """True when this module or one inside it has hooks, or global module hooks exist. The
+        models call their layers as modules (unfused) then, so that every hook fires."""
+        if not hooks_state["hooks_seen"]:
+            return False
+        return bool(_global_hook_ids) or any(m._hook_ids for m in self.modules())
 
     def modules(self):
         for _, m in self.named_modules():
