@@ -92,7 +92,9 @@ def __getattr__(name):
 
 
 def build_info():
-    """Version, OpenMP on/off, thread count and the BLAS numpy uses, as a dict."""
+    """Version, OpenMP on/off, thread count, the BLAS numpy uses and the one minigrad's large GEMMs
+    use (minigrad.blas: 'mkl' or 'numpy'), as a dict."""
+    from minigrad import blas
     from minigrad.kernels import _threads
     from minigrad.threads import blas_info
 
@@ -106,6 +108,7 @@ def build_info():
         "openmp": _threads.openmp_enabled(),
         "threads": get_num_threads(),
         "blas": blas_info(),
+        "gemm": blas.backend(),
         "compile_flags": flags,
     }
 

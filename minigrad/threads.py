@@ -48,7 +48,11 @@ def set_num_threads(n):
 
 
 def _limit_blas(n):
-    """Cap numpy's BLAS at n threads (through threadpoolctl, when installed)."""
+    """Cap numpy's BLAS (and MKL's, when minigrad.blas uses it) at n threads (through threadpoolctl,
+    when installed)."""
+    from minigrad import blas
+
+    blas.set_threads(n)
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -105,6 +109,9 @@ def _controller():
         try:
             import scipy.linalg.cython_blas  # noqa: F401  (load the BLAS kernels call, so it is seen)
             from threadpoolctl import ThreadpoolController
+
+            from minigrad import blas
+            blas.backend()                           # and MKL, when minigrad.blas uses it
             ctl = ThreadpoolController()
         except ImportError:
             ctl = False

@@ -3,6 +3,7 @@ import numpy as np
 
 from minigrad.autograd.engine import sum_accurate
 from minigrad.autograd.function import Function
+from minigrad.blas import gemm
 from minigrad.ops._common import rows
 
 
@@ -17,7 +18,7 @@ class Linear(Function):
     def forward(ctx, x, weight, bias):
         _check(x, weight, bias)
         x2 = rows(x)
-        y = x2 @ weight.T
+        y = gemm(x2, weight, trans_b=True)
         if bias is not None:
             y += bias
         ctx.save_for_backward(x, weight)
@@ -27,8 +28,8 @@ class Linear(Function):
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
         g2 = rows(gy)
-        gx = (g2 @ weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
-        gw = g2.T @ rows(x) if ctx.needs_input_grad[1] else None
+        gx = gemm(g2, weight).reshape(x.shape) if ctx.needs_input_grad[0] else None
+        gw = gemm(g2, rows(x), trans_a=True) if ctx.needs_input_grad[1] else None
         gb = sum_accurate(g2, 0) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from minigrad.autograd import Function
 from minigrad.autograd.grad_mode import is_grad_enabled
+from minigrad.blas import gemm
 from minigrad.kernels import channel_mix as _cm
 from minigrad.kernels import layer_norm as _ln
 from minigrad.kernels import rwkv7_time_mix as _tm
@@ -179,20 +180,20 @@ class RWKV7TimeMix(Function):
         _ts.token_shift_forward(x, shift, mu, xs)
         xr, xw, xk, xv, xa, xg = xs.reshape(6, M, C)
 
-        r = xr @ p["receptance.weight"].T
-        k = xk @ p["key.weight"].T
-        v = xv @ p["value.weight"].T
-        hw = xw @ p["w1"]
+        r = gemm(xr, p["receptance.weight"], trans_b=True)
+        k = gemm(xk, p["key.weight"], trans_b=True)
+        v = gemm(xv, p["value.weight"], trans_b=True)
+        hw = gemm(xw, p["w1"])
         _tm.tanh_forward(hw)
-        zw = hw @ p["w2"]
-        ha = xa @ p["a1"]
-        za = ha @ p["a2"]
-        hg = xg @ p["g1"]
+        zw = gemm(hw, p["w2"])
+        ha = gemm(xa, p["a1"])
+        za = gemm(ha, p["a2"])
+        hg = gemm(xg, p["g1"])
         _tm.sigmoid_forward(hg)
-        g = hg @ p["g2"]
+        g = gemm(hg, p["g2"])
         if vres_on:
-            hv = xv @ p["v1"]
-            zv = hv @ p["v2"]
+            hv = gemm(xv, p["v1"])
+            zv = gemm(hv, p["v2"])
             vf = v_first.reshape(M, C)
             v0 = p["v0"].reshape(C)
             vres = np.empty_like(v)
@@ -216,7 +217,7 @@ class RWKV7TimeMix(Function):
         mean, rstd, bonus = (np.empty((M, H), dt) for _ in range(3))
         _tm.time_mix_output_forward(y, r, kmod, vres, g, p["r_k"].reshape(C), p["ln_x.weight"],
                                     p["ln_x.bias"], H, GROUP_NORM_EPS, u, mean, rstd, bonus)
-        out = (u @ p["output.weight"].T).reshape(B, T, C)
+        out = gemm(u, p["output.weight"], trans_b=True).reshape(B, T, C)
         new_shift = x[:, -1].copy()
 
         if save:
@@ -245,11 +246,12 @@ class RWKV7TimeMix(Function):
 
         def wgrad(name, ga, xin):       # weight grad of `xin @ W.T` (W (out, in)) or `xin @ W`
             if need[name]:
-                grads[name] = ga.T @ xin if name.endswith("weight") else xin.T @ ga
+                a, b = (ga, xin) if name.endswith("weight") else (xin, ga)
+                grads[name] = gemm(a, b, trans_a=True)
 
         gout = np.ascontiguousarray(gout).reshape(M, C)
         wgrad("output.weight", gout, u)
-        gu = gout @ p["output.weight"]
+        gu = gemm(gout, p["output.weight"])
 
         # GroupNorm, bonus, gate
         g_g, gy, gv_b, gr_b, gkmod_b = (np.empty_like(y) for _ in range(5))
@@ -293,34 +295,34 @@ class RWKV7TimeMix(Function):
         gxr, gxw, gxk, gxv, gxa, gxg = gxs
 
         wgrad("receptance.weight", dr, xr)
-        np.matmul(dr, p["receptance.weight"], out=gxr)
+        gemm(dr, p["receptance.weight"], out=gxr)
         wgrad("key.weight", gk, xk)
-        np.matmul(gk, p["key.weight"], out=gxk)
+        gemm(gk, p["key.weight"], out=gxk)
         wgrad("value.weight", gv, xv)
-        np.matmul(gv, p["value.weight"], out=gxv)
+        gemm(gv, p["value.weight"], out=gxv)
 
         wgrad("w2", g_zw, hw)
-        g_hw = g_zw @ p["w2"].T
+        g_hw = gemm(g_zw, p["w2"], trans_b=True)
         _tm.activation_backward(g_hw, hw, True)
         wgrad("w1", g_hw, xw)
-        np.matmul(g_hw, p["w1"].T, out=gxw)
+        gemm(g_hw, p["w1"], trans_b=True, out=gxw)
 
         wgrad("a2", g_za, ha)
-        g_ha = g_za @ p["a2"].T
+        g_ha = gemm(g_za, p["a2"], trans_b=True)
         wgrad("a1", g_ha, xa)
-        np.matmul(g_ha, p["a1"].T, out=gxa)
+        gemm(g_ha, p["a1"], trans_b=True, out=gxa)
 
         wgrad("g2", g_g, hg)
-        g_hg = g_g @ p["g2"].T
+        g_hg = gemm(g_g, p["g2"], trans_b=True)
         _tm.activation_backward(g_hg, hg, False)
         wgrad("g1", g_hg, xg)
-        np.matmul(g_hg, p["g1"].T, out=gxg)
+        gemm(g_hg, p["g1"], trans_b=True, out=gxg)
 
         if layer_id > 0:
             wgrad("v2", g_zv, hv)
-            g_hv = g_zv @ p["v2"].T
+            g_hv = gemm(g_zv, p["v2"], trans_b=True)
             wgrad("v1", g_hv, xv)
-            gxv += g_hv @ p["v1"].T
+            gxv += gemm(g_hv, p["v1"], trans_b=True)
 
         # token shift
         gx = np.empty_like(x)
@@ -390,10 +392,10 @@ class RWKV7ChannelMix(Function):
         xs = np.empty((1, B, T, C), dt)
         _ts.token_shift_forward(x, shift, mu, xs)
         xk = xs.reshape(M, C)
-        p = xk @ key_weight.T                 # h, then relu(h) in place
+        p = gemm(xk, key_weight, trans_b=True)   # h, then relu(h) in place
         act = np.empty_like(p)
         _cm.relu_square_forward(p, p, act)
-        out = (act @ value_weight.T).reshape(B, T, C)
+        out = gemm(act, value_weight, trans_b=True).reshape(B, T, C)
         if _recording(ctx):
             ctx.save_for_backward(x, shift, mu, xk, key_weight, value_weight, p)
         return out, x[:, -1].copy()
@@ -405,13 +407,13 @@ class RWKV7ChannelMix(Function):
         M = B * T
         need = ctx.needs_input_grad
         gout = np.ascontiguousarray(gout).reshape(M, C)
-        gh = gout @ value_weight              # grad of act, then of h in place
+        gh = gemm(gout, value_weight)          # grad of act, then of h in place
         act = np.empty_like(p)
         _cm.relu_square_backward(gh, p, act)
-        g_wv = gout.T @ act if need[4] else None
+        g_wv = gemm(gout, act, trans_a=True) if need[4] else None
         del act
-        g_wk = gh.T @ xk if need[3] else None
-        gxs = (gh @ key_weight).reshape(1, B, T, C)
+        g_wk = gemm(gh, xk, trans_a=True) if need[3] else None
+        gxs = gemm(gh, key_weight).reshape(1, B, T, C)
         gx = np.empty_like(x)
         gshift = np.empty((B, C), x.dtype)
         gmu = np.empty((B, 1, C), x.dtype)

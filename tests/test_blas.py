@@ -1,0 +1,103 @@
+"""minigrad.blas: the GEMM behind Linear and RWKV-7's projections (MKL when installed and chosen,
+else numpy) gives numpy's products for every layout, and falls back to numpy for what it does not
+hand to MKL."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import blas
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("M, K, N", [(1, 1, 1), (7, 5, 3), (64, 130, 33)])
+def test_gemm_equals_numpy(dtype, tol, trans_a, trans_b, M, K, N):
+    rng = np.random.default_rng(M * K + N)
+    a = rng.standard_normal((K, M) if trans_a else (M, K)).astype(dtype)
+    b = rng.standard_normal((N, K) if trans_b else (K, N)).astype(dtype)
+    want = (a.T if trans_a else a) @ (b.T if trans_b else b)
+    got = blas.gemm(a, b, trans_a=trans_a, trans_b=trans_b)
+    assert got.shape == (M, N) and got.dtype == dtype and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * K)
+    out = np.full((M, N), np.nan, dtype)
+    assert blas.gemm(a, b, trans_a=trans_a, trans_b=trans_b, out=out) is out
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol * K)
+
+
+def test_gemm_falls_back_to_numpy_and_checks_shapes():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((6, 8)).astype(np.float32)
+    b = rng.standard_normal((4, 6)).astype(np.float32)
+    np.testing.assert_allclose(blas.gemm(a[:, ::2], b[:, :4], trans_b=True), a[:, ::2] @ b[:, :4].T,
+                               rtol=1e-5)                       # strided operands
+    assert blas.gemm(np.zeros((0, 3), np.float32), np.ones((3, 2), np.float32)).shape == (0, 2)
+    assert blas.gemm(np.zeros((2, 0)), np.ones((0, 3))).tolist() == [[0.0] * 3] * 2
+    ints = blas.gemm(np.arange(6).reshape(2, 3), np.arange(3).reshape(3, 1))
+    assert ints.tolist() == [[5], [14]]
+    mixed = blas.gemm(a, b.astype(np.float64), trans_a=True, trans_b=True)
+    assert mixed.dtype == np.float64
+    with pytest.raises(ValueError, match="do not multiply"):
+        blas.gemm(a, b)
+    with pytest.raises(ValueError, match="out must be"):
+        blas.gemm(a, b, trans_a=True, trans_b=True, out=np.empty((8, 5), np.float32))
+    with pytest.raises(ValueError, match="out must be"):
+        blas.gemm(a.T.copy(), b.T.copy(), out=np.empty((4, 8), np.float32).T)
+
+
+def _backend_in_subprocess(value):
+    env = dict(os.environ, MINIGRAD_BLAS=value)
+    return subprocess.run([sys.executable, "-c", "from minigrad import blas; print(blas.backend())"],
+                          env=env, capture_output=True, text=True)
+
+
+def test_backend_choice_from_the_environment():
+    assert _backend_in_subprocess("numpy").stdout.strip() == "numpy"
+    forced = _backend_in_subprocess("mkl").stdout.strip()
+    assert forced == ("mkl" if blas._mkl_path() else "numpy")
+    bad = _backend_in_subprocess("atlas")
+    assert bad.returncode != 0 and "MINIGRAD_BLAS must be" in bad.stderr
+    assert blas.backend() in ("mkl", "numpy") and mg.build_info()["gemm"] == blas.backend()
+
+
+@pytest.mark.skipif(blas.backend() != "mkl", reason="MKL is not what minigrad.blas uses here")
+def test_mkl_follows_set_num_threads():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = mg.get_num_threads()
+
+    def mkl_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["internal_api"] == "mkl"]
+
+    try:
+        mg.set_num_threads(1)
+        assert mkl_threads() == [1]
+        from minigrad.threads import serial_blas
+        mg.set_num_threads(2)
+        with serial_blas():
+            assert mkl_threads() == [1]
+        assert mkl_threads() == [2]
+    finally:
+        mg.set_num_threads(before)
+
+
+def test_linear_and_rwkv_layers_agree_across_backends():
+    """The same Linear / RWKV-7 step in a process with MINIGRAD_BLAS=numpy gives this process's
+    numbers (fp64: to rounding)."""
+    code = ("import numpy as np, minigrad as mg\n"
+            "from minigrad.models import RWKV7, RWKV7Config\n"
+            "cfg = RWKV7Config(vocab_size=13, d_model=16, n_layer=2, head_size=8)\n"
+            "m = RWKV7(cfg, dtype=np.float64, seed=1)\n"
+            "ids = np.arange(10).reshape(2, 5) % 13\n"
+            "out = m(ids); (out * out).sum().backward()\n"
+            "grad = m.blocks[1].att.key.weight.grad.sum().item()\n"
+            "print(repr(float(out.sum().item())), repr(float(grad)))\n")
+    results = []
+    for value in ("numpy", "auto"):
+        env = dict(os.environ, MINIGRAD_BLAS=value)
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             check=True)
+        results.append([float(v) for v in run.stdout.split()])
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
