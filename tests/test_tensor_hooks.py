@@ -388,3 +388,27 @@ def test_copies_do_not_take_the_hooks():
         (y * 1).sum().backward()
         return y.grad
     both(prog)
+
+
+@pytest.mark.parametrize("write", ["mul_", "add_", "setitem", "twice"])
+def test_retain_grad_follows_the_tensor_through_in_place_writes(write):
+    """retain_grad() then an in-place write: .grad is the grad of the new value (torch), while a hook
+    registered before the write stays with the old value."""
+    def prog(lib):
+        log = []
+        x = leaf(lib)
+        y = x * 2
+        y.retain_grad()
+        y.register_hook(logger(log, "old"))
+        if write == "mul_":
+            y.mul_(3)
+        elif write == "add_":
+            y.add_(x)
+        elif write == "setitem":
+            y[1] = x[0] * 5
+        else:
+            y.mul_(3)
+            y.add_(1.0)
+        (y * y * lib.tensor([1.0, 2.0, 3.0])).sum().backward()
+        return log, y.grad, x.grad
+    both(prog)

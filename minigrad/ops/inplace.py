@@ -76,6 +76,17 @@ def _checked_shape(op, t, out):
     return out
 
 
+def _take_retain(t):
+    """Unhook t's retain_grad from its current node (True if it had one): an in-place write moves it
+    to the node of t's new value, while hooks registered on the old value stay with it."""
+    node = t._node
+    entry = node.hooks.get(t._out_index) if node is not None and node.hooks else None
+    if entry is None or entry.retain is None or entry.retain() is not t:
+        return False
+    entry.retain = None
+    return True
+
+
 def _in_graph(op, t, compute, chain=()):
     """Run compute(old_t) -> Tensor out of place, then make t that result, in place; then give each
     source in `chain` (from `_write_chain`) its new value in the graph."""
@@ -84,7 +95,10 @@ def _in_graph(op, t, compute, chain=()):
     np.copyto(t.data, out.data)
     t._bump_version()
     t._vc.rewrites += 1          # views of t made before now still point at its old node
+    retained = _take_retain(t)
     t._requires_grad, t._node, t._out_index = out.requires_grad, out._node, out._out_index
+    if retained and t._node is not None:
+        t.retain_grad()          # as in PyTorch, .grad is then the grad of the new value
     for copy, wb in chain:
         _in_graph(op, wb.source, lambda old, copy=copy, wb=wb: wb.rebuild(old, copy))
         wb.version, wb.rewrites = wb.source._version, wb.source._vc.rewrites   # copy and source agree
