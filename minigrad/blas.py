@@ -108,7 +108,8 @@ def _usable(*arrays):
 def gemm(a, b, trans_a=False, trans_b=False, out=None):
     """op(a) @ op(b) for 2-D arrays, op = transpose when asked: a (M, K) or (K, M), b (K, N) or
     (N, K) -> (M, N), into `out` (C-contiguous (M, N), same dtype) when given. Float32/float64
-    C-contiguous operands go to MKL when it is in use; everything else to numpy."""
+    C-contiguous operands go to MKL when it is in use; everything else to numpy (also an `out`
+    sharing memory with an operand: MKL would read what it has already overwritten)."""
     A = a.T if trans_a else a
     B = b.T if trans_b else b
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
@@ -117,8 +118,9 @@ def gemm(a, b, trans_a=False, trans_b=False, out=None):
     lib = _load()
     if out is not None and (out.shape != (M, N) or not out.flags.c_contiguous or not out.flags.writeable):
         raise ValueError(f"gemm: out must be a writable C-contiguous ({M}, {N}) array, got {out.shape}")
-    if lib is None or not _usable(a, b) or (out is not None and out.dtype != a.dtype):
-        return np.matmul(A, B, out=out)
+    if lib is None or not _usable(a, b) or (out is not None and (
+            out.dtype != a.dtype or np.may_share_memory(out, a) or np.may_share_memory(out, b))):
+        return np.matmul(A, B, out=out)     # numpy buffers an out that overlaps an operand
     if out is None:
         out = np.empty((M, N), a.dtype)
     fn = lib.cblas_sgemm if a.dtype == np.float32 else lib.cblas_dgemm

@@ -152,6 +152,8 @@ def _tensor_ref(storage, offset, size, stride, metadata=None, dtype=None):
     if (offset + span) * isz > storage.nbytes or offset * isz > storage.nbytes:
         _fail(f"tensor of size {size}, stride {stride}, offset {offset} needs {(offset + span) * isz} bytes "
               f"of storage {storage.key!r}, which holds {storage.nbytes}")
+    if math.prod(n for n in size if n) * 16 > np.iinfo(np.intp).max:     # numpy: even when one size is 0
+        _fail(f"tensor of size {_short(size)} has sizes too large for a numpy array")
     if math.prod(size) * isz > max(_MAX_EXPANSION, 16 * span * isz):
         _fail(f"tensor of size {size} would expand {span * isz} stored bytes to {math.prod(size) * isz}")
     return _TensorRef(storage, code, offset, size, stride, metadata or {})
@@ -406,6 +408,8 @@ def _check_opcodes(data, archive):
             if op.name not in _OPCODES:
                 raise archive.bad(f"data.pkl uses the pickle opcode {op.name} (at byte {pos}), which "
                                   f"checkpoints never contain")
+    except CheckpointError:                             # a ValueError too: not to be wrapped again
+        raise
     except (ValueError, EOFError, struct.error) as e:   # UnicodeDecodeError is a ValueError
         raise archive.bad(f"data.pkl is not a valid pickle: {e}") from None
 
@@ -453,6 +457,9 @@ class _Resolver:
         self.archive, self.float_dtype, self.convert = archive, float_dtype, convert
         self.big = self._byteorder() == "big"
         self.memo, self.active, self.storages = {}, set(), set()
+        # bytes the file's tensors may make in all: each tensor's own limit (_tensor_ref) does not stop
+        # a small file from naming the same stored bytes many times (a tensor per pickled call)
+        self.limit = self.budget = max(_MAX_EXPANSION, 16 * archive.length)
 
     def _byteorder(self):
         if not self.archive.has("byteorder"):
@@ -510,6 +517,10 @@ class _Resolver:
         code, size, stride = ref.code, ref.size, ref.stride
         raw_dtype = _raw_dtype(code, self.big)
         isz, span = raw_dtype.itemsize, _extent(size, stride)
+        self.budget -= math.prod(size) * isz
+        if self.budget < 0:
+            raise self.archive.bad(f"its tensors would take more than {self.limit} bytes of memory, the "
+                                   f"same stored bytes named by many tensors")
         member = f"data/{ref.storage.key}"
         if span:
             buf = self.archive.read(member, ref.offset * isz, span * isz)

@@ -48,6 +48,25 @@ def test_gemm_falls_back_to_numpy_and_checks_shapes():
         blas.gemm(a.T.copy(), b.T.copy(), out=np.empty((4, 8), np.float32).T)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_into_an_operand(dtype):
+    """out= one of the operands (or a view overlapping it) gives the product, as np.matmul: MKL
+    would overwrite b while still reading it."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 64)).astype(dtype)
+    b = rng.standard_normal((64, 64)).astype(dtype)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for trans_b, target in ((False, "a"), (False, "b"), (True, "a"), (True, "b")):
+        x, y = a.copy(), b.copy()
+        want = x @ (y.T if trans_b else y)
+        out = x if target == "a" else y
+        assert blas.gemm(x, y, trans_b=trans_b, out=out) is out
+        np.testing.assert_allclose(out, want, rtol=tol, atol=tol * 64)
+    buf = rng.standard_normal((65, 64)).astype(dtype)
+    want = a @ buf[1:]
+    np.testing.assert_allclose(blas.gemm(a, buf[1:], out=buf[:64]), want, rtol=tol, atol=tol * 64)
+
+
 def _backend_in_subprocess(value):
     env = dict(os.environ, MINIGRAD_BLAS=value)
     return subprocess.run([sys.executable, "-c", "from minigrad import blas; print(blas.backend())"],

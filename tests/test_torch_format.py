@@ -280,6 +280,8 @@ def test_every_flipped_byte_is_caught_or_harmless(tmp_path):
     (_tensor(size=(2 ** 62, 2 ** 62), stride=(2 ** 63, 2 ** 63)), "needs"),
     (_tensor(size=(2 ** 20, 2 ** 20), stride=(0, 0)), "would expand 4 stored bytes"),
     (_tensor(size=(1,) * 33, stride=(1,) * 33), "33 dimensions"),
+    (_tensor(size=(0, 2 ** 62), stride=(1, 1)), "too large for a numpy array"),       # empty, yet numpy
+    (_tensor(size=(2 ** 40, 2 ** 40, 0), stride=(1, 1, 1)), "too large for a numpy array"),   # refuses
     (_tensor(numel=7), "should hold 28 bytes .* its member holds 24"),
     (_tensor(key="7"), "no member archive/data/7"),
     (_tensor(storage="QInt8Storage"), "names torch.QInt8Storage, which minigrad does not load"),
@@ -297,6 +299,23 @@ def test_every_flipped_byte_is_caught_or_harmless(tmp_path):
 def test_bad_tensors_and_pickles_are_named(pkl, match):
     with pytest.raises(CheckpointError, match=match):
         read_torch_file(_archive(_p2(pkl)))
+
+
+def test_a_refused_opcode_is_named_once():
+    with pytest.raises(CheckpointError) as info:
+        read_torch_file(_archive(_p2(b"(l")))                    # LIST: protocol 0, never in torch files
+    assert "opcode LIST" in str(info.value) and "not a valid pickle" not in str(info.value)
+    assert str(info.value).count("not a readable PyTorch checkpoint") == 1
+
+
+def test_many_tensors_on_the_same_bytes_cannot_exhaust_memory():
+    """Each stride-0 view of one 4-byte storage is 512 MiB, under the per-tensor limit; a few hundred
+    bytes of pickle naming it four times would take 2 GiB: refused before any is read."""
+    body = b"](" + _tensor(size=(2 ** 27,), stride=(0,)) * 4 + b"e"
+    with pytest.raises(CheckpointError, match="would take more than 1073741824 bytes of memory"):
+        read_torch_file(_archive(_p2(body)))
+    two = read_torch_file(_archive(_p2(b"](" + _tensor(size=(4, 3), stride=(0, 1)) * 2 + b"e")))
+    assert [a.shape for a in two] == [(4, 3), (4, 3)]
 
 
 def test_hand_made_layouts_read_correctly():
