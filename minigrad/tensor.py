@@ -321,6 +321,8 @@ class Tensor:
     def _tensor_hooks(self):
         """This tensor's TensorHooks, created on first need: a leaf's own, a non-leaf's on its node."""
         if not self._requires_grad:
+            if autograd_hooks.is_discarding():          # a checkpointed function's no-grad forward
+                return autograd_hooks.TensorHooks()
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         node = self._node
         if node is None:

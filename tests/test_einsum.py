@@ -90,6 +90,13 @@ def test_output_is_a_new_tensor():
         assert np.abs(x.data).min() > 0
 
 
+def test_bool_operands_count_as_torch():
+    ones = mg.tensor(np.ones((2, 3), bool))
+    out = mg.einsum("ij->", ones)        # numpy's einsum would OR them: True
+    assert out.dtype == mg.int64 and out.item() == 6
+    np.testing.assert_array_equal(mg.einsum("ij->j", ones).data, [2, 2, 2])
+
+
 def test_int_operands_give_int_without_grad():
     a, b = np.arange(6).reshape(2, 3), np.arange(12).reshape(3, 4)
     out = mg.einsum("ij,jk->ik", mg.tensor(a), mg.tensor(b))

@@ -6,12 +6,34 @@ stay with the version they were registered on when the tensor is later modified 
 PyTorch). The engine calls `run_hooks` on a grad that is complete: a non-leaf's when its node is
 reached, a leaf's once the walk is over, before the commit into `.grad`.
 """
+import contextlib
 import itertools
+import threading
 import weakref
 
 _ids = itertools.count()
 # set once any leaf got a hook: until then backward() skips looking for leaf hooks
 leaf_hooks_exist = False
+
+
+_discard = threading.local()
+
+
+@contextlib.contextmanager
+def discarding():
+    """Inside: a hook registered on a tensor that does not require grad is dropped instead of
+    raising (activation checkpointing's no-grad forward; the recomputation registers it again on
+    the tensor that does require grad, where it fires, as in torch's non-reentrant checkpoint)."""
+    before = getattr(_discard, "on", False)
+    _discard.on = True
+    try:
+        yield
+    finally:
+        _discard.on = before
+
+
+def is_discarding():
+    return getattr(_discard, "on", False)
 
 
 class HookDict(dict):

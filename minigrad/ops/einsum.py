@@ -228,5 +228,6 @@ def einsum(equation, *operands):
     for k, x in enumerate(operands):
         if not isinstance(x, (Tensor, np.ndarray)):
             raise TypeError(f"einsum(): operand {k} is a {type(x).__name__}; expected a Tensor")
-        tensors.append(x if isinstance(x, Tensor) else Tensor(x))
+        x = x if isinstance(x, Tensor) else Tensor(x)
+        tensors.append(x.long() if x.dtype == np.bool_ else x)     # counts, as torch (numpy: OR)
     return Einsum.apply(*tensors, equation=equation)

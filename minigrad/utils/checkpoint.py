@@ -32,7 +32,7 @@ tensor); backwards running at once in several threads share the global RNG they 
 import numpy as np
 
 from minigrad import random as _random
-from minigrad.autograd import engine
+from minigrad.autograd import engine, hooks
 from minigrad.autograd import function as _function
 from minigrad.autograd.function import Function
 from minigrad.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
@@ -84,7 +84,7 @@ class _Checkpoint(Function):
 
     @staticmethod
     def forward(ctx, call, *arrays):
-        with no_grad():
+        with no_grad(), hooks.discarding():     # hooks registered inside fire on the recomputation
             call.out = call.function(*call.args, **call.kwargs)
         ctx.call = call
         ctx.save_for_backward(*arrays)
