@@ -115,11 +115,16 @@ def _parse_entry(key, info, bad):
     return begin, end, key, code, tuple(shape)
 
 
+def bf16_to_float32(bits):
+    """bfloat16 values given as their 16 bits (a uint16 array) as float32: the high half of a float32."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def _read_tensor(view, begin, end, code, shape):
     """A copy of one tensor's bytes as an array (BF16 widened to float32). Slices of `view` stay
     temporaries so that nothing keeps the buffer exported once the caller releases `view`."""
-    if code == "BF16":  # the high half of a float32
-        return (np.frombuffer(view[begin:end], "<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    if code == "BF16":
+        return bf16_to_float32(np.frombuffer(view[begin:end], "<u2")).reshape(shape)
     dtype = np.dtype(_DTYPES[code])
     return np.frombuffer(view[begin:end], dtype.newbyteorder("<")).reshape(shape).astype(dtype, copy=True)
 

@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from minigrad.io import CheckpointError, atomic_output
+from minigrad.io import CheckpointError, atomic_output, bf16_to_float32
 from minigrad.tensor import Tensor
 
 # element types: storage class name or dtype name -> numpy dtype code ('bf16': raw 16 bits, widened)
@@ -437,7 +437,7 @@ def _native(raw, code, big, float_dtype):
     """Elements as read (`code`, byte order `big`) as a native array: bf16 -> float32, bool 0/1,
     floats cast to `float_dtype` when given."""
     if code == "bf16":
-        arr = (raw.astype(np.uint32) << 16).view(np.float32)
+        arr = bf16_to_float32(raw)
     elif code == "?":
         arr = raw != 0
     else:
