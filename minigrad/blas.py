@@ -68,6 +68,10 @@ def _load():
             fn = getattr(lib, name)
             fn.argtypes = [i, t, t, i, i, i, real, ptr, i, ptr, i, real, ptr, i]
             fn.restype = None
+            pi, pr, pp = ctypes.POINTER(i), ctypes.POINTER(real), ctypes.POINTER(ptr)
+            batch = getattr(lib, name + "_batch")
+            batch.argtypes = [i, pi, pi, pi, pi, pi, pr, pp, pi, pp, pi, pr, pp, pi, i, pi]
+            batch.restype = None
         lib.MKL_Set_Num_Threads.argtypes = [ctypes.c_int]
         lib.MKL_Set_Num_Threads_Local.argtypes = [ctypes.c_int]
         lib.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
@@ -102,7 +106,29 @@ def set_local_threads(n):
 def _usable(*arrays):
     a = arrays[0]
     return a.dtype in (np.float32, np.float64) and all(
-        x.dtype == a.dtype and x.ndim == 2 and x.flags.c_contiguous and x.size > 0 for x in arrays)
+        x.dtype == a.dtype and x.ndim == 2 and x.flags.c_contiguous and 0 < x.size
+        and max(x.shape) < 2**31 for x in arrays)        # MKL's LP64 ints
+
+
+def _product(a, b, trans_a, trans_b, out):
+    """Checks one product op(a) @ op(b) (into out); returns (M, N, K)."""
+    A = a.T if trans_a else a
+    B = b.T if trans_b else b
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"gemm: shapes {A.shape} and {B.shape} do not multiply")
+    M, K, N = A.shape[0], A.shape[1], B.shape[1]
+    if out is not None and (out.shape != (M, N) or not out.flags.c_contiguous or not out.flags.writeable):
+        raise ValueError(f"gemm: out must be a writable C-contiguous ({M}, {N}) array, got {out.shape}")
+    return M, N, K
+
+
+def _numpy_product(a, b, trans_a, trans_b, out, accumulate):
+    prod = np.matmul(a.T if trans_a else a, b.T if trans_b else b,
+                     out=None if accumulate else out)   # numpy buffers an out overlapping an operand
+    if accumulate:
+        out += prod
+        return out
+    return prod
 
 
 def gemm(a, b, trans_a=False, trans_b=False, out=None):
@@ -110,20 +136,64 @@ def gemm(a, b, trans_a=False, trans_b=False, out=None):
     (N, K) -> (M, N), into `out` (C-contiguous (M, N), same dtype) when given. Float32/float64
     C-contiguous operands go to MKL when it is in use; everything else to numpy (also an `out`
     sharing memory with an operand: MKL would read what it has already overwritten)."""
-    A = a.T if trans_a else a
-    B = b.T if trans_b else b
-    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
-        raise ValueError(f"gemm: shapes {A.shape} and {B.shape} do not multiply")
-    M, K, N = A.shape[0], A.shape[1], B.shape[1]
+    return gemm_batch([(a, b, trans_a, trans_b, out)])[0]
+
+
+def gemm_batch(products):
+    """Independent products in one BLAS call: products = [(a, b[, trans_a[, trans_b[, out[,
+    accumulate]]]]), ...], each as `gemm(a, b, trans_a, trans_b, out)`; accumulate=True adds the
+    product into `out` (required then) instead of overwriting it. Returns the list of results.
+
+    With MKL, one `cblas_?gemm_batch` runs them all and its threads share out whole products.
+    That halves the time of RWKV-7's LoRA weight grads (K = B*T, thin outputs, which MKL runs
+    slowly one at a time) and slows products MKL splits well on its own (the projections, or
+    M x 64 x 384 ones): benchmarks/bench_gemm_batch.py. Without MKL, or when any operand is not
+    MKL's (dtype, layout, empty) or any `out` overlaps another array of the batch: one numpy
+    product after the other, in order."""
+    calls = []
+    for prod in products:
+        a, b, trans_a, trans_b, out, accumulate = tuple(prod) + (False, False, None, False)[len(prod) - 2:]
+        M, N, K = _product(a, b, trans_a, trans_b, out)
+        if accumulate and out is None:
+            raise ValueError("gemm: accumulate=True needs out")
+        calls.append((a, b, bool(trans_a), bool(trans_b), out, bool(accumulate), M, N, K))
     lib = _load()
-    if out is not None and (out.shape != (M, N) or not out.flags.c_contiguous or not out.flags.writeable):
-        raise ValueError(f"gemm: out must be a writable C-contiguous ({M}, {N}) array, got {out.shape}")
-    if lib is None or not _usable(a, b) or (out is not None and (
-            out.dtype != a.dtype or np.may_share_memory(out, a) or np.may_share_memory(out, b))):
-        return np.matmul(A, B, out=out)     # numpy buffers an out that overlaps an operand
-    if out is None:
-        out = np.empty((M, N), a.dtype)
-    fn = lib.cblas_sgemm if a.dtype == np.float32 else lib.cblas_dgemm
-    fn(_ROW_MAJOR, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, M, N, K, 1.0,
-       a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, N)
-    return out
+    if lib is None or not calls or not _mkl_batch_ok(calls):
+        return [_numpy_product(a, b, ta, tb, out, acc) for a, b, ta, tb, out, acc, *_ in calls]
+    outs = [np.empty((M, N), a.dtype) if out is None else out for a, b, ta, tb, out, acc, M, N, K in calls]
+    n = len(calls)
+    single = calls[0][0].dtype == np.float32
+    if n == 1:
+        a, b, ta, tb, _, acc, M, N, K = calls[0]
+        (lib.cblas_sgemm if single else lib.cblas_dgemm)(
+            _ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, M, N, K, 1.0,
+            a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], 1.0 if acc else 0.0,
+            outs[0].ctypes.data, N)
+        return outs
+    real = ctypes.c_float if single else ctypes.c_double
+    ints = lambda values: (ctypes.c_int * n)(*values)                       # noqa: E731
+    ptrs = lambda arrays: (ctypes.c_void_p * n)(*(x.ctypes.data for x in arrays))  # noqa: E731
+    fn = lib.cblas_sgemm_batch if single else lib.cblas_dgemm_batch
+    fn(_ROW_MAJOR, ints(_TRANS if c[2] else _NO_TRANS for c in calls),
+       ints(_TRANS if c[3] else _NO_TRANS for c in calls),
+       ints(c[6] for c in calls), ints(c[7] for c in calls), ints(c[8] for c in calls),
+       (real * n)(*[1.0] * n), ptrs(c[0] for c in calls), ints(c[0].shape[1] for c in calls),
+       ptrs(c[1] for c in calls), ints(c[1].shape[1] for c in calls),
+       (real * n)(*(1.0 if c[5] else 0.0 for c in calls)), ptrs(outs),
+       ints(c[7] for c in calls), n, ints([1] * n))     # n groups of one product each
+    return outs
+
+
+def _mkl_batch_ok(calls):
+    """Every operand MKL's (one dtype, C-contiguous, non-empty) and no out overlapping any other
+    array of the batch (the products may run concurrently)."""
+    dtype = calls[0][0].dtype
+    operands = [x for c in calls for x in c[:2]]
+    outs = [c[4] for c in calls if c[4] is not None]
+    if not _usable(*operands, *outs) or operands[0].dtype != dtype:
+        return False
+    for i, out in enumerate(outs):
+        others = operands + outs[:i] + outs[i + 1:]
+        if any(np.may_share_memory(out, x) for x in others):
+            return False
+    return True

@@ -67,6 +67,60 @@ def test_gemm_into_an_operand(dtype):
     np.testing.assert_allclose(blas.gemm(a, buf[1:], out=buf[:64]), want, rtol=tol, atol=tol * 64)
 
 
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
+def test_gemm_batch_equals_numpy(dtype, tol):
+    """Products of different shapes and layouts, some into given outs, one accumulating."""
+    rng = np.random.default_rng(2)
+    spec = [(5, 7, 3, False, False), (64, 130, 33, True, False), (2, 9, 11, False, True),
+            (33, 1, 8, True, True), (64, 130, 33, True, False)]
+    products, wants = [], []
+    for i, (M, K, N, ta, tb) in enumerate(spec):
+        a = rng.standard_normal((K, M) if ta else (M, K)).astype(dtype)
+        b = rng.standard_normal((N, K) if tb else (K, N)).astype(dtype)
+        want = (a.T if ta else a) @ (b.T if tb else b)
+        if i == 1:      # into an out
+            products.append((a, b, ta, tb, np.full((M, N), np.nan, dtype)))
+        elif i == 4:    # added into an out
+            base = rng.standard_normal((M, N)).astype(dtype)
+            products.append((a, b, ta, tb, base.copy(), True))
+            want = want + base
+        else:
+            products.append((a, b, ta, tb))
+        wants.append(want)
+    got = blas.gemm_batch(products)
+    assert got[1] is products[1][4] and got[4] is products[4][4]
+    for g, want in zip(got, wants):
+        assert g.dtype == dtype and g.flags.c_contiguous
+        np.testing.assert_allclose(g, want, rtol=tol, atol=tol * 130)
+    assert blas.gemm_batch([]) == []
+
+
+def test_gemm_batch_falls_back_and_checks():
+    """Anything MKL is not handed (strided, mixed dtypes, empty) and outs overlapping another
+    array of the batch give numpy's products, in order; bad shapes and a missing out raise."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 4)).astype(np.float32)
+    strided = blas.gemm_batch([(a, b), (a[:, ::2], b[::2])])
+    np.testing.assert_allclose(strided[0], a @ b, rtol=1e-5)
+    np.testing.assert_allclose(strided[1], a[:, ::2] @ b[::2], rtol=1e-5)
+    mixed = blas.gemm_batch([(a, b), (a.astype(np.float64), b)])
+    assert [m.dtype for m in mixed] == [np.float32, np.float64]
+    assert blas.gemm_batch([(a, b), (np.zeros((0, 8), np.float32), b)])[1].shape == (0, 4)
+    # the second product writes where the first one reads: in order, as numpy would
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    y = rng.standard_normal((8, 8)).astype(np.float32)
+    x0 = x.copy()
+    first = np.empty((8, 8), np.float32)
+    blas.gemm_batch([(x, y, False, False, first), (y, y, False, False, x)])
+    np.testing.assert_allclose(first, x0 @ y, rtol=1e-5)
+    np.testing.assert_allclose(x, y @ y, rtol=1e-5)
+    with pytest.raises(ValueError, match="do not multiply"):
+        blas.gemm_batch([(a, b), (b, b)])
+    with pytest.raises(ValueError, match="accumulate=True needs out"):
+        blas.gemm_batch([(a, b, False, False, None, True)])
+
+
 def _backend_in_subprocess(value):
     env = dict(os.environ, MINIGRAD_BLAS=value)
     return subprocess.run([sys.executable, "-c", "from minigrad import blas; print(blas.backend())"],

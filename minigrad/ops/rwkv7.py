@@ -10,7 +10,7 @@ import numpy as np
 
 from minigrad.autograd import Function
 from minigrad.autograd.grad_mode import is_grad_enabled
-from minigrad.blas import gemm
+from minigrad.blas import gemm, gemm_batch
 from minigrad.kernels import channel_mix as _cm
 from minigrad.kernels import layer_norm as _ln
 from minigrad.kernels import rwkv7_time_mix as _tm
@@ -249,6 +249,11 @@ class RWKV7TimeMix(Function):
                 a, b = (ga, xin) if name.endswith("weight") else (xin, ga)
                 grads[name] = gemm(a, b, trans_a=True)
 
+        def lora_wgrads(items):         # (name, xin, ga): grad of W in `xin @ W`, as one batch
+            items = [(name, xin, ga) for name, xin, ga in items if need[name]]
+            for (name, _, _), gw in zip(items, gemm_batch([(xin, ga, True, False) for _, xin, ga in items])):
+                grads[name] = gw
+
         gout = np.ascontiguousarray(gout).reshape(M, C)
         wgrad("output.weight", gout, u)
         gu = gemm(gout, p["output.weight"])
@@ -301,28 +306,21 @@ class RWKV7TimeMix(Function):
         wgrad("value.weight", gv, xv)
         gemm(gv, p["value.weight"], out=gxv)
 
-        wgrad("w2", g_zw, hw)
-        g_hw = gemm(g_zw, p["w2"], trans_b=True)
-        _tm.activation_backward(g_hw, hw, True)
-        wgrad("w1", g_hw, xw)
-        gemm(g_hw, p["w1"], trans_b=True, out=gxw)
-
-        wgrad("a2", g_za, ha)
-        g_ha = gemm(g_za, p["a2"], trans_b=True)
-        wgrad("a1", g_ha, xa)
-        gemm(g_ha, p["a1"], trans_b=True, out=gxa)
-
-        wgrad("g2", g_g, hg)
-        g_hg = gemm(g_g, p["g2"], trans_b=True)
-        _tm.activation_backward(g_hg, hg, False)
-        wgrad("g1", g_hg, xg)
-        gemm(g_hg, p["g1"], trans_b=True, out=gxg)
-
+        # The LoRA weight grads (K = B*T, thin outputs) in two batches: MKL then runs whole
+        # products per thread, ~2x faster than one product after the other (blas.gemm_batch).
+        loras = "wag" + ("v" if layer_id > 0 else "")
+        g_z = {"w": g_zw, "a": g_za, "g": g_g, "v": g_zv}
+        h = {"w": hw, "a": ha, "g": hg, "v": hv}
+        x_in = {"w": xw, "a": xa, "g": xg, "v": xv}
+        lora_wgrads([(n + "2", h[n], g_z[n]) for n in loras])
+        g_h = {n: gemm(g_z[n], p[n + "2"], trans_b=True) for n in loras}
+        _tm.activation_backward(g_h["w"], hw, True)
+        _tm.activation_backward(g_h["g"], hg, False)
+        lora_wgrads([(n + "1", x_in[n], g_h[n]) for n in loras])
+        for n, gxn in (("w", gxw), ("a", gxa), ("g", gxg)):
+            gemm(g_h[n], p[n + "1"], trans_b=True, out=gxn)
         if layer_id > 0:
-            wgrad("v2", g_zv, hv)
-            g_hv = gemm(g_zv, p["v2"], trans_b=True)
-            wgrad("v1", g_hv, xv)
-            gxv += gemm(g_hv, p["v1"], trans_b=True)
+            gxv += gemm(g_h["v"], p["v1"], trans_b=True)
 
         # token shift
         gx = np.empty_like(x)
