@@ -103,9 +103,12 @@ def cmd_sample(args):
     import minigrad as mg
     from minigrad import io
     from minigrad.kernels.validate import check_int
+    from minigrad.models.sampling import check_min_p, check_repetition_penalty
     from minigrad.train import generate_text
 
     try:
+        controls = dict(repetition_penalty=check_repetition_penalty(args.repetition_penalty),
+                        min_p=check_min_p(args.min_p))
         if args.threads is not None:      # --threads 0 is an error, as for train
             mg.set_num_threads(args.threads)
         ckpt = io.load_checkpoint(args.ckpt)
@@ -118,7 +121,7 @@ def cmd_sample(args):
         if window is not None:
             window = check_int("sample", f"{ckpt.path}: extra.train.seq_len", window, 1)
         text = generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
-                             args.top_p, seed=args.seed, window=window)
+                             args.top_p, seed=args.seed, window=window, **controls)
     except (OSError, ValueError, TypeError) as e:
         print(f"minigrad sample: error: {e}", file=sys.stderr)
         return 1
@@ -171,6 +174,11 @@ def build_parser():
     p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None,
                    help="nucleus sampling: the smallest set of tokens whose probability reaches p")
+    p.add_argument("--min-p", type=float, default=None,
+                   help="keep only tokens whose probability is at least p x that of the most likely one")
+    p.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="divide the positive logits (multiply the negative ones) of tokens already in the "
+                        "context by this; > 1 discourages repeats (default 1.0 = off)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
     p.add_argument("--threads", type=int, default=None, help="threads for kernels and BLAS")
     p.set_defaults(func=cmd_sample)

@@ -230,21 +230,25 @@ def evaluate(model, batches):
 
 
 def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=None, top_p=None, seed=0,
-                  window=None):
+                  window=None, **generate_kwargs):
     """Continue `prompt` by `tokens` sampled tokens and return the whole text.
 
     A model with a position limit (GPT: RoPE positions beyond those trained on extrapolate badly) gets a
     sliding `window` (default its config's max_seq_len): once the context fills it, generation restarts
-    from the newest window/2 tokens. Recurrent models (RWKV-7) continue in one go.
+    from the newest window/2 tokens. Recurrent models (RWKV-7) continue in one go. generate_kwargs
+    (min_p, repetition_penalty, eos_token_id, ...) go to every `model.generate` call; an eos stops it all.
     """
     ids = tokenizer.encode(prompt)
     if len(ids) == 0:
         ids = tokenizer.encode("\n")
-    return tokenizer.decode(generate_ids(model, ids, tokens, temperature, top_k, top_p, seed, window))
+    return tokenizer.decode(generate_ids(model, ids, tokens, temperature, top_k, top_p, seed, window,
+                                         **generate_kwargs))
 
 
-def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, seed=0, window=None):
-    """`ids` (1-D) followed by `tokens` sampled ids, through a sliding window as in `generate_text`."""
+def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, seed=0, window=None,
+                 **generate_kwargs):
+    """`ids` (1-D) followed by up to `tokens` sampled ids, through a sliding window as in
+    `generate_text` (fewer when generation stops at an eos_token_id)."""
     tokens = check_int("generate", "tokens", tokens, 0)
     seed = check_int("generate", "seed", seed, 0)     # each window samples with seed + its index
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
@@ -262,8 +266,11 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
         context = out if window is None else out[-(window - 1 if chunk == 0 else max(1, window // 2)):]
         n = tokens - produced if window is None else min(tokens - produced, window - len(context))
         new = model.generate(np.asarray(context, dtype=np.int64)[None, :], n, temperature=temperature,
-                             top_k=top_k, top_p=top_p, seed=seed + chunk)
-        out += np.asarray(getattr(new, "data", new))[0, len(context):].tolist()
+                             top_k=top_k, top_p=top_p, seed=seed + chunk, **generate_kwargs)
+        got = np.asarray(getattr(new, "data", new))[0, len(context):].tolist()
+        out += got
+        if len(got) < n:        # stopped at an eos
+            break
         produced, chunk = produced + n, chunk + 1
     return np.asarray(out, dtype=np.int64)
 

@@ -23,10 +23,10 @@ import minigrad as mg
 from minigrad import functional as F
 from minigrad import nn
 from minigrad.autograd import is_grad_enabled, no_grad
-from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int, check_seed
+from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
-from minigrad.models.sampling import check_new_tokens, check_sampling, sample
+from minigrad.models.sampling import Sampler, check_new_tokens
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
 from minigrad.ops.rms_norm import add_rms_norm
@@ -298,12 +298,18 @@ class GPT(GradientCheckpointingMixin, nn.Module):
                 x, h = checkpoint(layer.forward_normed, x, h, next_norm, **ckpt)
         return self._head(h)
 
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None):
-        """Extend idx (B, T) by max_new_tokens sampled tokens; returns a (B, T + new) int64 Tensor.
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, *,
+                 eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None):
+        """Extend idx (B, T) by up to max_new_tokens sampled tokens; returns a (B, T + new) int64 Tensor.
 
         One forward over the prompt fills a KV cache; every later token costs one position.
         temperature 0 is greedy; top_k keeps the k largest logits, top_p the smallest set of tokens
-        whose probability reaches top_p. T + max_new_tokens must fit in max_seq_len.
+        whose probability reaches top_p, min_p the tokens with probability >= min_p * the largest.
+        repetition_penalty divides the positive logits (multiplies the negative ones) of every token
+        already in the row. A row that samples an eos_token_id (int or list) is padded with
+        pad_token_id (default: the first eos id) after it; generation stops once every row has.
+        Hugging Face `generate` semantics (see minigrad.models.sampling.Sampler).
+        T + max_new_tokens must fit in max_seq_len.
         """
         cfg = self.config
         ids = self._ids(idx, cfg.max_seq_len)
@@ -312,13 +318,11 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         if T0 + max_new_tokens > cfg.max_seq_len:
             raise ValueError(f"generate: prompt {T0} + max_new_tokens {max_new_tokens} exceeds "
                              f"max_seq_len {cfg.max_seq_len}")
-        check_sampling(temperature, top_k, top_p)
-        rng = np.random.default_rng(check_seed("generate", seed))
-        total = T0 + max_new_tokens
-        shape = (B, total, cfg.kv_heads, cfg.head_dim)
+        sampler = Sampler(ids, max_new_tokens, cfg.vocab_size, temperature, top_k, top_p, seed,
+                          eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+                          repetition_penalty=repetition_penalty, min_p=min_p)
+        shape = (B, T0 + max_new_tokens, cfg.kv_heads, cfg.head_dim)
         caches = [(np.empty(shape, self.dtype), np.empty(shape, self.dtype)) for _ in self.layers]
-        out = np.empty((B, total), np.int64)
-        out[:, :T0] = ids
         was_training = self.training
         packs = [m for m in self.modules() if isinstance(m, _Packed)]
         self.eval()
@@ -326,20 +330,19 @@ class GPT(GradientCheckpointingMixin, nn.Module):
             for m in packs:
                 m.freeze_pack(True)
             with no_grad():
-                if max_new_tokens:
-                    logits = self.forward(ids, caches, 0).data[:, -1]      # the prompt, all threads
-                    out[:, T0] = sample(logits, temperature, top_k, top_p, rng)
+                # the prompt in one forward, all threads
+                more = not sampler.done and sampler.push(self.forward(ids, caches, 0).data[:, -1])
                 # one position per step: too little work to split over threads (threads.kernel_threads;
                 # measured 2 -> 1 thread, 2 vCPUs: small model B=1 229 -> 517-658 tok/s, B=8 1380 -> 2351)
                 with serial_blas(), kernel_threads(1):
-                    for t in range(T0 + 1, total):
-                        logits = self.forward(out[:, t - 1:t], caches, t - 1).data[:, -1]
-                        out[:, t] = sample(logits, temperature, top_k, top_p, rng)
+                    while more:
+                        t = sampler.length - 1          # the position of the newest token
+                        more = sampler.push(self.forward(sampler.last[:, None], caches, t).data[:, -1])
         finally:
             for m in packs:
                 m.freeze_pack(False)
             self.train(was_training)
-        return Tensor(out)
+        return Tensor(sampler.sequences())
 
     def load_state_dict(self, state_dict, strict=True):
         """Module.load_state_dict, also accepting a tied model's redundant `lm_head.weight`

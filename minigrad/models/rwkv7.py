@@ -17,10 +17,10 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad.autograd import is_grad_enabled, no_grad
-from minigrad.kernels.validate import check_index, check_seed
+from minigrad.kernels.validate import check_index
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
-from minigrad.models.sampling import check_new_tokens, check_sampling, sample
+from minigrad.models.sampling import Sampler, check_new_tokens
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
@@ -283,28 +283,25 @@ class RWKV7(GradientCheckpointingMixin, Module):
                  z(batch_size, cfg.d_model)) for _ in range(cfg.n_layer)]
 
     # ---- generation --------------------------------------------------------------------------
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None):
-        """Continue each row of idx (B, T) by `max_new_tokens` sampled tokens -> (B, T + max_new_tokens).
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, *,
+                 eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None):
+        """Continue each row of idx (B, T) by up to `max_new_tokens` sampled tokens -> (B, T + new).
 
         The prompt runs in parallel once; then one token at a time through the recurrent state, so
         memory stays constant per token (no cache grows). temperature 0 means greedy (argmax).
-        Returns an int64 Tensor, as GPT.generate.
+        The sampling controls (top_k, top_p, min_p, repetition_penalty, eos_token_id, pad_token_id)
+        and the early stop once every row has sampled an eos id are those of GPT.generate
+        (Hugging Face semantics, minigrad.models.sampling.Sampler). Returns an int64 Tensor.
         """
         max_new_tokens = check_new_tokens(max_new_tokens)
-        check_sampling(temperature, top_k, top_p)
         tokens = self._check_idx(idx)
-        rng = np.random.default_rng(check_seed("generate", seed))
-        out = [tokens]
+        sampler = Sampler(tokens, max_new_tokens, self.config.vocab_size, temperature, top_k, top_p, seed,
+                          eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+                          repetition_penalty=repetition_penalty, min_p=min_p)
         with no_grad():
-            logits, state = self._run(tokens, None)
-            with serial_blas():
-                self._decode(logits, state, out, max_new_tokens, temperature, top_k, top_p, rng)
-        return Tensor(np.concatenate(out, axis=1))
-
-    def _decode(self, logits, state, out, max_new_tokens, temperature, top_k, top_p, rng):
-        """Sample max_new_tokens one at a time through the recurrent state, appending to `out`."""
-        for i in range(max_new_tokens):
-            nxt = sample(logits.data[:, -1], temperature, top_k, top_p, rng)
-            out.append(nxt[:, None])
-            if i + 1 < max_new_tokens:
-                logits, state = self._run(nxt[:, None], state)
+            if not sampler.done:
+                logits, state = self._run(tokens, None)
+                with serial_blas():
+                    while sampler.push(logits.data[:, -1]):
+                        logits, state = self._run(sampler.last[:, None], state)
+        return Tensor(sampler.sequences())

@@ -1,7 +1,12 @@
-"""Next-token sampling shared by every model's `generate`."""
+"""Next-token sampling shared by every model's `generate`.
+
+`sample` picks one token per row of logits; `Sampler` holds the state of one `generate` call (the
+sequences so far, the rng, the rows finished by an eos id) and applies the Hugging Face controls in
+HF's order of processors: repetition penalty on the raw logits, then temperature, top-k, top-p, min-p.
+"""
 import numpy as np
 
-from minigrad.kernels.validate import check_int, check_number
+from minigrad.kernels.validate import check_finite_scalar, check_int, check_number, check_seed
 
 
 def check_sampling(temperature, top_k, top_p):
@@ -21,36 +26,181 @@ def check_new_tokens(max_new_tokens):
     return check_int("generate", "max_new_tokens", max_new_tokens, 0)
 
 
-def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None):
-    """One int64 token id per row of logits (B, V): greedy at temperature 0, else a softmax sample
-    after temperature scaling, top-k, then nucleus (top-p) filtering (the top token always stays).
-    NaN or +inf logits (a diverged model) raise ValueError instead of sampling token 0."""
-    logits = np.asarray(logits, np.float64)
+def check_repetition_penalty(penalty):
+    """repetition_penalty as a float, finite and > 0 (1.0 = off, < 1 favours repeats)."""
+    return check_finite_scalar("generate", "repetition_penalty", penalty, positive=True)
+
+
+def check_min_p(min_p):
+    """min_p as None (off) or a float in [0, 1]."""
+    if min_p is None:
+        return None
+    value = check_number("generate", "min_p", min_p)
+    if not 0.0 <= value <= 1.0:        # nan fails too
+        raise ValueError(f"generate: min_p must be in [0, 1] or None, got {min_p}")
+    return value
+
+
+def _check_token_id(name, value, vocab_size):
+    """One token id: an int (not bool) in [0, vocab_size)."""
+    value = check_int("generate", name, value)
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"generate: {name} must be in [0, {vocab_size}), got {value}")
+    return value
+
+
+def check_eos(eos_token_id, vocab_size):
+    """eos_token_id (None, an int or a non-empty list of ints) as None or an int64 array of ids."""
+    if eos_token_id is None:
+        return None
+    if isinstance(eos_token_id, np.ndarray):
+        eos_token_id = eos_token_id.ravel().tolist()
+    items = list(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else [eos_token_id]
+    if not items:
+        raise ValueError("generate: eos_token_id must be an int or a non-empty list of ints, got []")
+    return np.array([_check_token_id("eos_token_id", i, vocab_size) for i in items], np.int64)
+
+
+def check_pad(pad_token_id, eos, vocab_size):
+    """pad_token_id as an int in [0, vocab_size); None means the first eos id (None without eos)."""
+    if pad_token_id is not None:
+        return _check_token_id("pad_token_id", pad_token_id, vocab_size)
+    return None if eos is None else int(eos[0])
+
+
+def penalize_repetition(logits, seen, penalty):
+    """HF's RepetitionPenaltyLogitsProcessor: where seen[b, v], l -> l / penalty if l > 0 else l * penalty."""
+    return np.where(seen, np.where(logits > 0, logits / penalty, logits * penalty), logits)
+
+
+def _top_k(z, top_k):
+    """-inf below the k-th largest value of each row (ties with it stay)."""
+    kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]
+    return np.where(z < kth, -np.inf, z)
+
+
+def _top_p(probs, top_p):
+    """Nucleus: keep the most likely tokens until their total reaches top_p (the top one always stays),
+    then renormalise."""
+    order = np.argsort(-probs, axis=-1)
+    sorted_p = np.take_along_axis(probs, order, -1)
+    keep_sorted = np.cumsum(sorted_p, -1) - sorted_p < top_p
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, -1)
+    probs = np.where(keep, probs, 0.0)
+    return probs / probs.sum(-1, keepdims=True)
+
+
+def _min_p(probs, min_p):
+    """HF's MinPLogitsWarper: keep p >= min_p * max(p) (so the top token always), then renormalise."""
+    probs = np.where(probs >= min_p * probs.max(-1, keepdims=True), probs, 0.0)
+    return probs / probs.sum(-1, keepdims=True)
+
+
+def _check_logits(logits):
+    """NaN or +inf logits, or a row with every logit -inf, raise ValueError naming the row."""
     bad = np.isnan(logits) | (logits == np.inf)
     bad[(logits == -np.inf).all(-1)] = True     # a row with no token left to choose
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise ValueError(f"generate: the logits of row {row} hold {logits[row, col]} (token {col}); "
                          "the model's weights or inputs are not finite")
-    if temperature == 0:
-        return logits.argmax(-1)
-    rng = rng if rng is not None else np.random.default_rng()
+
+
+def probabilities(logits, temperature=1.0, top_k=None, top_p=None, min_p=None):
+    """The distribution `sample` draws from, (B, V) float64: softmax(logits / temperature) after top-k,
+    then nucleus (top-p), then min-p filtering (HF's warper order; the top token always stays)."""
+    logits = np.asarray(logits, np.float64)
     # shift before dividing: a tiny temperature must not overflow the logits to inf - inf
     with np.errstate(over="ignore"):
         z = (logits - logits.max(-1, keepdims=True)) / temperature
     if top_k is not None and top_k < z.shape[-1]:
-        kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]
-        z = np.where(z < kth, -np.inf, z)
+        z = _top_k(z, top_k)
     probs = np.exp(z - z.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     if top_p is not None and top_p < 1.0:
-        order = np.argsort(-probs, axis=-1)
-        sorted_p = np.take_along_axis(probs, order, -1)
-        keep_sorted = np.cumsum(sorted_p, -1) - sorted_p < top_p
-        keep = np.zeros_like(keep_sorted)
-        np.put_along_axis(keep, order, keep_sorted, -1)
-        probs = np.where(keep, probs, 0.0)
-        probs /= probs.sum(-1, keepdims=True)
+        probs = _top_p(probs, top_p)
+    if min_p:                                   # None or 0 keeps every token
+        probs = _min_p(probs, min_p)
+    return probs
+
+
+def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None, min_p=None):
+    """One int64 token id per row of logits (B, V): greedy at temperature 0, else one draw from
+    `probabilities` (temperature, top-k, top-p, min-p). NaN or +inf logits (a diverged model) raise
+    ValueError instead of sampling token 0."""
+    logits = np.asarray(logits, np.float64)
+    _check_logits(logits)
+    if temperature == 0:
+        return logits.argmax(-1)
+    rng = rng if rng is not None else np.random.default_rng()
+    probs = probabilities(logits, temperature, top_k, top_p, min_p)
     cdf = np.cumsum(probs, -1)
     u = rng.random((probs.shape[0], 1)) * cdf[:, -1:]
-    return np.minimum((cdf < u).sum(-1), probs.shape[-1] - 1).astype(np.int64)
+    # the first token whose cdf exceeds u: with u = 0 (random() can return 0.0) a filtered-out
+    # leading token (cdf 0) is skipped, as it would not be by the first cdf >= u
+    return np.minimum((cdf <= u).sum(-1), probs.shape[-1] - 1).astype(np.int64)
+
+
+class Sampler:
+    """One `generate` call's token choice, with Hugging Face `generate` semantics.
+
+    Holds the sequences (B, T + max_new_tokens) as they grow from the prompt, the rng, and for the
+    repetition penalty the tokens present in each row (prompt included). `push(logits)` appends one
+    id per row; once a row samples an eos id it is finished and gets pad_token_id ever after, and
+    generation is `done` when every row has finished or max_new_tokens are in. Every argument is
+    validated here (TypeError / ValueError naming it).
+    """
+
+    def __init__(self, prompt, max_new_tokens, vocab_size, temperature=1.0, top_k=None, top_p=None,
+                 seed=None, eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None):
+        check_sampling(temperature, top_k, top_p)
+        self.rng = np.random.default_rng(check_seed("generate", seed))
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+        self.eos = check_eos(eos_token_id, vocab_size)
+        self.pad = check_pad(pad_token_id, self.eos, vocab_size)
+        self.penalty = check_repetition_penalty(repetition_penalty)
+        self.min_p = check_min_p(min_p)
+        B, T = prompt.shape
+        self.out = np.empty((B, T + max_new_tokens), np.int64)
+        self.out[:, :T] = prompt
+        self.length = T
+        self.finished = np.zeros(B, bool)
+        self.seen = None
+        if self.penalty != 1.0:
+            self.seen = np.zeros((B, vocab_size), bool)
+            np.put_along_axis(self.seen, self.out[:, :T], True, -1)
+
+    @property
+    def done(self):
+        """True once max_new_tokens are in or every row has sampled an eos id."""
+        return self.length == self.out.shape[1] or (self.eos is not None and bool(self.finished.all()))
+
+    @property
+    def last(self):
+        """The newest id of each row (B,): the next input of the model."""
+        return self.out[:, self.length - 1]
+
+    def push(self, logits):
+        """Append the ids chosen from next-token logits (B, V) unless done; True while more are wanted."""
+        if not self.done:
+            self.out[:, self.length] = self._choose(logits)
+            self.length += 1
+        return not self.done
+
+    def sequences(self):
+        """The prompt and the new ids, (B, T + n) int64 with n <= max_new_tokens."""
+        return self.out if self.length == self.out.shape[1] else self.out[:, :self.length].copy()
+
+    def _choose(self, logits):
+        """Penalise repeats, sample, then pad the finished rows and mark the rows that sampled eos."""
+        logits = np.asarray(logits, np.float64)
+        if self.seen is not None:
+            logits = penalize_repetition(logits, self.seen, self.penalty)
+        nxt = sample(logits, self.temperature, self.top_k, self.top_p, self.rng, self.min_p)
+        if self.eos is not None:
+            nxt = np.where(self.finished, self.pad, nxt)
+            self.finished |= np.isin(nxt, self.eos)
+        if self.seen is not None:
+            self.seen[np.arange(len(nxt)), nxt] = True
+        return nxt
