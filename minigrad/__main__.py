@@ -50,7 +50,7 @@ def _add_train_args(p):
                                      "averaged: the step sees grad-accum x batch-size sequences (default 1)")
     a("--gradient-checkpointing", action="store_true", default=None,
       help="recompute each layer's activations in backward instead of keeping them: less memory, "
-           "~20-30 %% more time per step")
+           "~10-20 %% more time per step")
     a("--threads", type=int, help="threads for kernels and BLAS (default OMP_NUM_THREADS or all cores)")
     a("--val-fraction", type=float, help="trailing fraction of the corpus held out for validation (0.1)")
     a("--eval-every", type=int, help="steps between validation-loss evaluations and checkpoints (100)")

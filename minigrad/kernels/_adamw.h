@@ -1,8 +1,9 @@
 /* The AdamW element loop over [start, stop) (maths and update order: adamw.pyx's docstring).
  *
- * Written in C only so that it can be compiled per instruction set (MG_CLONES from _vmath.h:
- * AVX-512, AVX2 and baseline SSE2, picked at load time) — about 2x faster than SSE2 alone.
- * adamw.pyx compiles with -ffp-contract=off, so no clone fuses a multiply-add: every clone, and
+ * Written in C only so that it can be compiled per instruction set: for the building CPU in the
+ * default -march=native build, or (MG_CLONES from _vmath.h, a MINIGRAD_PORTABLE=1 build) for
+ * AVX-512, AVX2 and baseline SSE2 picked at load time — about 2x faster than SSE2 alone.
+ * adamw.pyx compiles with -ffp-contract=off, so no build fuses a multiply-add: every clone, and
  * every thread count, produces bit-identical results. vmax is NULL unless amsgrad.
  */
 #ifndef MINIGRAD_ADAMW_H
