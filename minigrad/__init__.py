@@ -64,7 +64,7 @@ if _TIMEOUT_TOO_LATE:
 
     _warn_if_blas_spins()
 
-_LAZY = {"nn", "optim", "models", "data", "functional", "io", "utils"}
+_LAZY = {"nn", "optim", "models", "data", "functional", "io", "utils", "profiler"}
 # minigrad.save / minigrad.load (PyTorch .pt/.pth files, without torch): imported on first use (zipfile,
 # pickle and minigrad.io add ~30 ms to `import minigrad`)
 _LAZY_FUNCTIONS = {"save": "minigrad.torch_format", "load": "minigrad.torch_format"}

@@ -28,6 +28,7 @@ import numpy as np
 from minigrad.autograd import anomaly
 from minigrad.autograd import hooks as _hooks
 from minigrad.autograd.grad_mode import no_grad
+from minigrad.profiler import _hook as _profiler
 from minigrad.threads import sync_thread
 
 
@@ -278,7 +279,10 @@ def _run(tensors, grad_tensors, retain_graph, inputs):
                     _buffer(buffered, t, g, False)
             grads_out = [s if s is not None else np.zeros(shape, dtype)
                          for s, (shape, dtype) in zip(slots, node.output_meta)]
-            grads_in = node.fn.backward(node.ctx, *grads_out)
+            if _profiler.enabled:
+                grads_in = _profiler.call(node.fn.backward, node.name, "backward", node.ctx, grads_out, {})
+            else:
+                grads_in = node.fn.backward(node.ctx, *grads_out)
             if not isinstance(grads_in, tuple):
                 grads_in = (grads_in,)
             if len(grads_in) != len(node.inputs):

@@ -18,6 +18,7 @@ import numpy as np
 
 from minigrad.autograd import anomaly
 from minigrad.autograd.grad_mode import is_grad_enabled
+from minigrad.profiler import _hook as _profiler
 from minigrad.threads import sync_thread
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or to read saved tensors after they "
@@ -232,7 +233,10 @@ class Function:
         record = any(needs) and is_grad_enabled()
         ctx = Context(needs)
         raw = [a.data if isinstance(a, Tensor) else a for a in args]
-        result = cls.forward(ctx, *raw, **kwargs)
+        if _profiler.enabled:
+            result = _profiler.call(cls.forward, cls.__name__, "forward", ctx, raw, kwargs)
+        else:
+            result = cls.forward(ctx, *raw, **kwargs)
         is_tuple = isinstance(result, tuple)
         arrays = result if is_tuple else (result,)
         out_dtype = None if cls.changes_dtype else (_DEFAULT_FLOAT if dtype is None else dtype)
