@@ -341,6 +341,8 @@ def _z():
     (dict(reduce=False), ValueError, "deprecated"),
     (dict(reduction="avg"), ValueError, "'avg' is not a valid value for reduction"),
     (dict(ignore_index=1.5, label_smoothing=0.1), TypeError, "ignore_index must be an int"),
+    (dict(ignore_index=2**70), ValueError, "ignore_index must be an int <= 9223372036854775807"),
+    (dict(ignore_index=-2**70, weight=mg.ones(4)), ValueError, "ignore_index must be an int >= -922337"),
 ])
 def test_bad_arguments_raise(kw, error, match):
     with pytest.raises(error, match=match):

@@ -14,6 +14,8 @@ from minigrad.kernels import cross_entropy as _k
 from minigrad.kernels.validate import check_finite_scalar, check_float, check_index, check_int
 from minigrad.ops._common import private_index
 
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1   # ignore_index is compared with int64 targets
+
 _REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -52,7 +54,7 @@ class CrossEntropy(Function):
         N, V = logits.shape
         if V == 0:
             raise ValueError(f"{op}: logits {logits.shape} has no classes")
-        ignore_index = check_int(op, "ignore_index", ignore_index)
+        ignore_index = check_int(op, "ignore_index", ignore_index, INT64_MIN, INT64_MAX)
         targets = private_index(check_index(op, "targets", targets, V, shape=(N,), ignore=ignore_index),
                                 targets)
         plain = class_weight is None and type(label_smoothing) is float and label_smoothing == 0.0
@@ -184,7 +186,7 @@ def _cross_entropy(input, target, t, weight, size_average, ignore_index, reduce,
     op = "cross_entropy"
     _L.check_legacy(op, size_average, reduce)
     reduction = _L.check_reduction(op, reduction)
-    ignore_index = check_int(op, "ignore_index", ignore_index)
+    ignore_index = check_int(op, "ignore_index", ignore_index, INT64_MIN, INT64_MAX)
     eps = check_label_smoothing(op, label_smoothing)
     input = float_input(op, "input", input)
     if input.ndim == 0:
