@@ -1,4 +1,4 @@
-"""Command line: `python -m minigrad train | sample | info` (also installed as `minigrad`)."""
+"""Command line: `python -m minigrad train | sample | eval | info` (also installed as `minigrad`)."""
 import argparse
 import dataclasses
 import os
@@ -65,6 +65,30 @@ def _add_train_args(p):
     a("--no-plot", dest="plot", action="store_false", default=None, help="do not write loss.png")
 
 
+EVAL_EPILOG = """examples:
+  python -m minigrad eval --ckpt runs/gpt-small              # the run's validation split
+  python -m minigrad eval --ckpt runs/rwkv --stateful --json # the split as one sequence, as JSON
+  python -m minigrad eval --ckpt runs/gpt-small --data my_book.txt
+"""
+
+
+def _add_eval_args(p):
+    a = p.add_argument
+    a("--ckpt", required=True, help="a run directory (its newest checkpoint) or a ckpt_*.safetensors file")
+    a("--data", help="a text file or a directory of them, read with the checkpoint's tokenizer "
+                     "(default: the corpus the run was trained on)")
+    a("--split", choices=["val", "train", "all"],
+      help="which part of the text: the run's trailing val_fraction (val), the rest (train) or all; "
+           "default val for the run's corpus, all for --data")
+    a("--seq-len", type=int, help="tokens per window (default the run's --seq-len)")
+    a("--batch-size", type=int, help="windows per forward pass (default the run's --batch-size)")
+    a("--max-tokens", type=int, help="evaluate only the first N tokens of the split")
+    a("--stateful", action="store_true",
+      help="RWKV-7: carry the recurrent state from window to window (the split as one sequence, batch 1)")
+    a("--threads", type=int, help="threads for kernels and BLAS")
+    a("--json", action="store_true", help="print one JSON object instead of text lines")
+
+
 def _train_config(args):
     """TrainConfig from defaults < the resumed checkpoint's settings < options given now."""
     from minigrad import io
@@ -129,6 +153,24 @@ def cmd_sample(args):
     return 0
 
 
+def cmd_eval(args):
+    import json
+
+    import minigrad as mg
+    from minigrad.evaluate import evaluate_checkpoint, format_report
+
+    try:
+        if args.threads is not None:
+            mg.set_num_threads(args.threads)
+        result = evaluate_checkpoint(args.ckpt, args.data, args.split, args.seq_len, args.batch_size,
+                                     args.max_tokens, args.stateful)
+    except (OSError, ValueError, TypeError) as e:
+        print("minigrad eval: error: " + " ".join(str(e).split()), file=sys.stderr)   # one line
+        return 1
+    print(json.dumps(result) if args.json else format_report(result))
+    return 0
+
+
 def _unescape(text):
     """Backslash escapes (\\n, \\t, \\x41, \\u00e9) decoded; every other character kept as it is."""
     import codecs
@@ -153,7 +195,7 @@ def cmd_info(args):
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minigrad",
                                      description="minigrad: train and sample small language models on CPU.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sample,info}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sample,eval,info}")
     p = sub.add_parser("train", help="train a GPT or RWKV-7 language model",
                        description="Train a small language model (byte-level by default) on Shakespeare or "
                                    "your own text, with checkpoints, resume, metrics and a loss plot.",
@@ -182,6 +224,15 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
     p.add_argument("--threads", type=int, default=None, help="threads for kernels and BLAS")
     p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("eval", help="measure a checkpoint's loss, perplexity and bits/byte on text",
+                       description="Cross-entropy of a checkpoint on text, every token predicted once "
+                                   "through consecutive windows of --seq-len: loss (nats/token), perplexity, "
+                                   "bits per token and per UTF-8 byte. Default: the validation split of the "
+                                   "run's corpus.",
+                       epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_eval_args(p)
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("info", help="print version, OpenMP, threads and BLAS",
                        description="Print minigrad.build_info(): version, OpenMP on/off, thread count, BLAS.")

@@ -198,6 +198,12 @@ def make_optimizer(model, cfg):
     return mg.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=(0.9, cfg.beta2))
 
 
+def split_corpus(tokenizer, text, val_fraction):
+    """(train_ids, val_ids): the text's token ids (compact dtype), the trailing `val_fraction` held out
+    (`train_val_split`); `minigrad eval` rebuilds a run's validation split with this too."""
+    return train_val_split(compact_ids(tokenizer.encode(text), tokenizer.vocab_size), val_fraction)
+
+
 def lm_loss(model, x, y):
     """Mean next-token cross-entropy (nats/token) of int64 batches x, y (B, T)."""
     logits = model(mg.from_numpy(x))
@@ -497,8 +503,7 @@ def _prepare(cfg, log):
         _check_resume_matches(ckpt, cfg, saved.settings)
     text, corpus_desc = load_corpus(cfg.corpus)
     tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
-    ids = compact_ids(tokenizer.encode(text), tokenizer.vocab_size)
-    train_ids, val_ids = train_val_split(ids, cfg.val_fraction)
+    train_ids, val_ids = split_corpus(tokenizer, text, cfg.val_fraction)
     sampler = BatchSampler(train_ids, cfg.batch_size, cfg.seq_len, seed=cfg.seed)
     val_batches = eval_batches(val_ids, cfg.batch_size, cfg.seq_len, cfg.eval_batches) if len(val_ids) else []
     prompt = _sample_prompt(cfg, tokenizer, text)
