@@ -115,7 +115,8 @@ class TrainConfig:
         preset = PRESETS[self.model][self.size]
         pick = lambda value, key: preset[key] if value is None else value  # noqa: E731
         return dataclasses.replace(
-            self, lr=self.lr if self.lr is not None else DEFAULT_LR[self.size],
+            self, corpus=_absolute_corpus(self.corpus),
+            lr=self.lr if self.lr is not None else DEFAULT_LR[self.size],
             batch_size=pick(self.batch_size, "batch_size"), seq_len=pick(self.seq_len, "seq_len"),
             out=self.out or os.path.join("runs", f"{self.model}-{self.size}"))
 
@@ -146,6 +147,17 @@ class TrainConfig:
 
 class TrainingError(RuntimeError):
     """Training cannot go on (e.g. the loss became NaN)."""
+
+
+def _absolute_corpus(spec):
+    """A corpus spec with every existing path made absolute, so that the run's recorded settings
+    (extra.train.corpus) still name its text from another directory (--resume, `minigrad eval`)."""
+    if isinstance(spec, (list, tuple)):
+        return [_absolute_corpus(s) for s in spec]
+    path = os.path.expanduser(str(spec))
+    if str(spec).lower() == "shakespeare" or not os.path.exists(path):
+        return spec
+    return os.path.abspath(path)
 
 
 def _newest_good(out):

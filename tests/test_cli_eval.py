@@ -178,6 +178,22 @@ def test_cli_reproduces_the_logged_val_loss(runs, capsys):
     assert res["loss"] == pytest.approx(logged, rel=1e-6, abs=1e-6)
 
 
+def test_a_relative_corpus_path_is_recorded_absolute(runs, capsys, monkeypatch):
+    """A run trained on `--corpus verse.txt` (relative) is evaluated from another directory."""
+    tmp = runs["tmp"]
+    (tmp / "rel.txt").write_text(verse(2570))
+    monkeypatch.chdir(tmp)
+    assert main(["train", "--model", "gpt", "--config", "tiny", "--corpus", "rel.txt", "--steps", "2",
+                 "--eval-every", "2", "--out", "rel", "--sample-tokens", "0", "--threads", "1",
+                 "--no-progress", "--no-plot"]) == 0
+    capsys.readouterr()
+    assert io.load_checkpoint(str(tmp / "rel")).extra["train"]["corpus"] == str(tmp / "rel.txt")
+    monkeypatch.chdir(tmp.parent)
+    rc, text, err = run_eval(capsys, "--ckpt", str(tmp / "rel"), "--json")
+    assert rc == 0, err
+    assert json.loads(text)["tokens"] == 256
+
+
 def test_the_logged_val_loss_is_a_sample_of_the_split(runs, capsys):
     """Over the same eval_batches train drew the logged loss is reproduced; the full split differs by
     the sampling (256 of 599 tokens)."""
