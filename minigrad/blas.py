@@ -12,6 +12,7 @@ on AMD, MKL was measured slower than OpenBLAS), "mkl" (whenever installed), "num
 anything MKL is not given (other dtypes, empty or non-contiguous operands).
 """
 import ctypes
+import functools
 import os
 
 import numpy as np
@@ -170,18 +171,24 @@ def gemm_batch(products):
             a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], 1.0 if acc else 0.0,
             outs[0].ctypes.data, N)
         return outs
-    real = ctypes.c_float if single else ctypes.c_double
-    ints = lambda values: (ctypes.c_int * n)(*values)                       # noqa: E731
-    ptrs = lambda arrays: (ctypes.c_void_p * n)(*(x.ctypes.data for x in arrays))  # noqa: E731
+    reals = _array_type(ctypes.c_float if single else ctypes.c_double, n)
+    ints = lambda values: _array_type(ctypes.c_int, n)(*values)                       # noqa: E731
+    ptrs = lambda arrays: _array_type(ctypes.c_void_p, n)(*(x.ctypes.data for x in arrays))  # noqa: E731
     fn = lib.cblas_sgemm_batch if single else lib.cblas_dgemm_batch
     fn(_ROW_MAJOR, ints(_TRANS if c[2] else _NO_TRANS for c in calls),
        ints(_TRANS if c[3] else _NO_TRANS for c in calls),
        ints(c[6] for c in calls), ints(c[7] for c in calls), ints(c[8] for c in calls),
-       (real * n)(*[1.0] * n), ptrs(c[0] for c in calls), ints(c[0].shape[1] for c in calls),
+       reals(*[1.0] * n), ptrs(c[0] for c in calls), ints(c[0].shape[1] for c in calls),
        ptrs(c[1] for c in calls), ints(c[1].shape[1] for c in calls),
-       (real * n)(*(1.0 if c[5] else 0.0 for c in calls)), ptrs(outs),
+       reals(*(1.0 if c[5] else 0.0 for c in calls)), ptrs(outs),
        ints(c[7] for c in calls), n, ints([1] * n))     # n groups of one product each
     return outs
+
+
+@functools.lru_cache(maxsize=None)
+def _array_type(ctype, n):
+    """ctype * n, made once: each new ctypes array type is a cycle the garbage collector must free."""
+    return ctype * n
 
 
 def _mkl_batch_ok(calls):
