@@ -163,8 +163,9 @@ def test_config_of_the_same_shapes_but_other_maths_is_rejected(saved):
 
     path, _, good = saved
     cfg = dict(good.config)
-    for change, field in ((dict(n_head=2, n_kv_head=1), "n_head"), (dict(rope_base=100.0), "rope_base"),
-                          (dict(norm_eps=0.5), "norm_eps")):
+    # head_dim=None: a saved config carries the resolved head_dim (explicit head_dim is supported now)
+    for change, field in ((dict(n_head=2, n_kv_head=1, head_dim=None), "n_head"),
+                          (dict(rope_base=100.0), "rope_base"), (dict(norm_eps=0.5), "norm_eps")):
         other = GPT(GPTConfig(**{**cfg, **change}))
         before = {k: np.array(v.data) for k, v in other.state_dict().items()}
         with pytest.raises(CheckpointError, match=f"another config: .*{field}: checkpoint"):

@@ -86,14 +86,11 @@ def test_hf_rope_theta_precedence_matches_transformers():
     assert config_from_hf(hf)["rope_base"] == ref.rope_parameters["rope_theta"] == 1234.0
 
 
-@pytest.mark.parametrize("over, word", [
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "llama3"),
+@pytest.mark.parametrize("over, word", [   # llama3 RoPE, biases, head_dim, mistral: tests/test_hf_variants.py
+    ({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}}, "longrope"),
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}, "yarn"),
-    ({"attention_bias": True}, "attention_bias"),
-    ({"mlp_bias": True}, "mlp_bias"),
     ({"hidden_act": "gelu"}, "gelu"),
-    ({"head_dim": 32}, "head_dim"),
-    ({"model_type": "mistral"}, "mistral"),
+    ({"model_type": "gemma"}, "gemma"),
 ])
 def test_hf_config_rejects_unsupported(over, word):
     with pytest.raises(UnsupportedCheckpointError, match=word):

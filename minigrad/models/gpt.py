@@ -10,8 +10,11 @@ Every projection is one 2-D GEMM on (B*T, C). q/k/v run as one GEMM against the 
 (B, T, heads, head_dim), the o projection's input, so nothing is transposed. gate/up run
 as one GEMM against [Wg; Wu] feeding the packed SwiGLU: 4 GEMMs per layer forward instead of 7.
 Each residual add is fused with the RMSNorm that follows it (ops/rms_norm.add_rms_norm).
-Init (as HF Llama, initializer_range 0.02): every Linear and the embedding ~ N(0, 0.02^2), norms 1.
-With tie_embeddings the model has no lm_head.weight; load_state_dict accepts (and checks) one.
+Init (as HF Llama, initializer_range 0.02): every Linear and the embedding ~ N(0, 0.02^2), norms 1,
+biases 0. With tie_embeddings the model has no lm_head.weight; load_state_dict accepts (and checks) one.
+HF variants (GPTConfig): an explicit head_dim, RoPE scaling (ops/rope.rope_inv_freq), biases
+(attention_bias: q, k, v and o, or q, k, v only for qwen2; mlp_bias: gate, up, down; the packed
+GEMMs add the stacked biases), and the architecture save_hf writes (llama, mistral, qwen2).
 """
 import math
 import threading
@@ -31,7 +34,7 @@ from minigrad.nn.lora import fused_weight, needs_call
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
 from minigrad.ops.rms_norm import add_rms_norm
-from minigrad.ops.rope import split_qkv_rope
+from minigrad.ops.rope import check_rope_scaling, split_qkv_rope
 from minigrad.ops.swiglu import swiglu_packed
 from minigrad.tensor import Tensor
 from minigrad.threads import kernel_threads, serial_blas
@@ -41,12 +44,21 @@ INIT_STD = 0.02
 # q, k, v between the split and attention in training: "bhtd" (head-major) makes a step ~1 % faster
 # than "bthd" (attention 0.86-0.91x, the split 1.1-1.2x; docs/gpt.md, "Fourth pass")
 QKV_LAYOUT = "bhtd"
+# HF architectures GPT computes exactly (save_hf writes the config of `GPTConfig.hf_model_type`)
+HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
 
 
 @dataclass
 class GPTConfig:
     """Sizes of a GPT. n_kv_head=None means n_head (plain multi-head attention); ffn_hidden=None
-    means 8/3 * d_model rounded up to a multiple of 32."""
+    means 8/3 * d_model rounded up to a multiple of 32; head_dim=None means d_model / n_head (both
+    stored resolved).
+
+    rope_scaling: HF's dict (rope_type "linear", "llama3" or "dynamic"; ops/rope.check_rope_scaling),
+    kept canonical. attention_bias: biases on q, k, v and o (hf_model_type "qwen2": q, k, v only, as
+    Qwen2); mlp_bias: on gate, up, down. hf_model_type: "llama", "mistral" (no biases) or "qwen2"
+    (attention_bias required). sliding_window (mistral): GPT attends to every earlier position, which
+    is Mistral's windowed attention while sequences fit the window, so max_seq_len must not exceed it."""
 
     vocab_size: int
     d_model: int
@@ -58,6 +70,12 @@ class GPTConfig:
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
     tie_embeddings: bool = True
+    head_dim: int = None
+    rope_scaling: dict = None
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    hf_model_type: str = "llama"
+    sliding_window: int = None
 
     # fields that do not change what the weights compute: a checkpoint loads into a model that
     # differs only here (max_seq_len: a longer or shorter context; RoPE has no learned positions)
@@ -76,12 +94,70 @@ class GPTConfig:
         for name in ("rope_base", "norm_eps"):
             setattr(self, name, check_finite_scalar("GPTConfig", name, getattr(self, name), positive=True))
         self.tie_embeddings = check_bool("GPTConfig", "tie_embeddings", self.tie_embeddings)
-        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
-            raise ValueError(f"GPTConfig: d_model {self.d_model} must split into n_head {self.n_head} "
-                             "heads of an even size (RoPE rotates pairs)")
+        self._check_head_dim()
         if self.n_kv_head is not None and self.n_head % self.n_kv_head:
             raise ValueError(f"GPTConfig: n_head {self.n_head} must be a multiple of n_kv_head "
                              f"{self.n_kv_head}")
+        self._check_rope_scaling()
+        self._check_architecture()
+
+    def _check_head_dim(self):
+        """head_dim: d_model / n_head when None (which must divide), else any int >= 1; even."""
+        if self.head_dim is None:
+            if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
+                raise ValueError(f"GPTConfig: d_model {self.d_model} must split into n_head {self.n_head} "
+                                 "heads of an even size (RoPE rotates pairs)")
+            self.head_dim = self.d_model // self.n_head
+        self.head_dim = check_int("GPTConfig", "head_dim", self.head_dim, 1)
+        if self.head_dim % 2:
+            raise ValueError(f"GPTConfig: head_dim {self.head_dim} must be even (RoPE rotates pairs)")
+
+    def _check_rope_scaling(self):
+        """rope_scaling canonical (a missing original length is max_seq_len, HF's default); dynamic
+        scaling is plain RoPE up to its original length, so max_seq_len must stay within it."""
+        scaling = check_rope_scaling(self.rope_scaling, "GPTConfig", self.rope_base, self.max_seq_len)
+        length = scaling.get("original_max_position_embeddings") if scaling else None
+        if scaling and scaling["rope_type"] == "dynamic" and self.max_seq_len > length:
+            raise ValueError(f"GPTConfig: max_seq_len {self.max_seq_len} exceeds the dynamic RoPE scaling's "
+                             f"original_max_position_embeddings {length}; beyond it HF rescales the base "
+                             "per sequence length, which GPT does not implement")
+        self.rope_scaling = scaling
+
+    def _check_architecture(self):
+        """Biases and sliding_window as the HF architecture `hf_model_type` allows them."""
+        where, kind = "GPTConfig", self.hf_model_type
+        self.attention_bias = check_bool(where, "attention_bias", self.attention_bias)
+        self.mlp_bias = check_bool(where, "mlp_bias", self.mlp_bias)
+        if kind not in HF_MODEL_TYPES:
+            raise ValueError(f"{where}: hf_model_type must be one of {HF_MODEL_TYPES}, got {kind!r}")
+        if kind == "mistral" and (self.attention_bias or self.mlp_bias):
+            raise ValueError(f"{where}: Mistral's projections have no biases (attention_bias, mlp_bias)")
+        if kind == "qwen2" and (not self.attention_bias or self.mlp_bias):
+            raise ValueError(f"{where}: Qwen2 has q/k/v biases and none in the MLP: attention_bias=True, "
+                             "mlp_bias=False")
+        if self.sliding_window is not None:
+            self.sliding_window = check_int(where, "sliding_window", self.sliding_window, 1)
+            if kind != "mistral":
+                raise ValueError(f"{where}: sliding_window is Mistral's (hf_model_type='mistral')")
+            if self.max_seq_len > self.sliding_window:
+                raise ValueError(f"{where}: max_seq_len {self.max_seq_len} exceeds sliding_window "
+                                 f"{self.sliding_window}: GPT's full causal attention equals Mistral's "
+                                 "windowed attention only within the window")
+
+    @property
+    def o_proj_bias(self):
+        """o_proj has a bias with attention_bias, except in Qwen2 (biases on q, k, v only)."""
+        return self.attention_bias and self.hf_model_type != "qwen2"
+
+    def layer_projections(self, prefix=""):
+        """(name, out, in, bias) of one decoder layer's projections whose name starts with `prefix`
+        ("self_attn.", "mlp."), in module order."""
+        C, hd, F = self.d_model, self.head_dim, self.ffn_hidden
+        q, kv, a, m = self.n_head * hd, self.kv_heads * hd, self.attention_bias, self.mlp_bias
+        table = (("self_attn.q_proj", q, C, a), ("self_attn.k_proj", kv, C, a),
+                 ("self_attn.v_proj", kv, C, a), ("self_attn.o_proj", C, q, self.o_proj_bias),
+                 ("mlp.gate_proj", F, C, m), ("mlp.up_proj", F, C, m), ("mlp.down_proj", C, F, m))
+        return [row for row in table if row[0].startswith(prefix)]
 
     def weights_signature(self):
         """The fields that decide what the weights compute (n_kv_head None stands for n_head):
@@ -93,17 +169,17 @@ class GPTConfig:
     def param_shapes(self):
         """Yield (name, shape) of every parameter, lazily: a file can be checked against a huge
         declared config without materialising it."""
-        C, hd, F = self.d_model, self.head_dim, self.ffn_hidden
+        C = self.d_model
         yield "embed_tokens.weight", (self.vocab_size, C)
+        projections = self.layer_projections()
         for i in range(self.n_layer):
             pre = f"layers.{i}."
-            yield from ((pre + "self_attn.q_proj.weight", (self.n_head * hd, C)),
-                        (pre + "self_attn.k_proj.weight", (self.kv_heads * hd, C)),
-                        (pre + "self_attn.v_proj.weight", (self.kv_heads * hd, C)),
-                        (pre + "self_attn.o_proj.weight", (C, self.n_head * hd)),
-                        (pre + "mlp.gate_proj.weight", (F, C)), (pre + "mlp.up_proj.weight", (F, C)),
-                        (pre + "mlp.down_proj.weight", (C, F)), (pre + "input_layernorm.weight", (C,)),
-                        (pre + "post_attention_layernorm.weight", (C,)))
+            for name, d_out, d_in, bias in projections:
+                yield pre + name + ".weight", (d_out, d_in)
+                if bias:
+                    yield pre + name + ".bias", (d_out,)
+            yield pre + "input_layernorm.weight", (C,)
+            yield pre + "post_attention_layernorm.weight", (C,)
         yield "norm.weight", (C,)
         if not self.tie_embeddings:
             yield "lm_head.weight", (self.vocab_size, C)
@@ -111,10 +187,6 @@ class GPTConfig:
     @property
     def kv_heads(self):
         return self.n_kv_head or self.n_head
-
-    @property
-    def head_dim(self):
-        return self.d_model // self.n_head
 
 
 class LlamaRMSNorm(nn.Module):
@@ -136,8 +208,9 @@ class LlamaRMSNorm(nn.Module):
 class _Packed(nn.Module):
     """A module whose forward multiplies by several of its projections stacked into one matrix.
 
-    In training the stack is rebuilt (a differentiable cat) every call; `freeze_pack()` fixes it for
-    the duration of a no-grad decode (generate), so one token does not copy every weight again.
+    In training the stack is rebuilt (a differentiable cat) every call, and so is the stack of their
+    biases when they have them (y = x [W1; W2]^T + [b1; b2]: still one GEMM); `freeze_pack()` fixes
+    both for the duration of a no-grad decode (generate), so one token does not copy every weight again.
     The frozen stack belongs to the thread that froze it: another thread training the same model
     meanwhile keeps the differentiable cat. A LoRA projection enters the stack as W + s B A
     (nn.lora.fused_weight); one whose dropout is active cannot, and `project` then calls every
@@ -149,20 +222,25 @@ class _Packed(nn.Module):
         return [self._modules[n] for n in self.PACKED]
 
     def packed_weight(self):
-        frozen = self.__dict__.get("_frozen")          # {thread id: frozen stack}
+        return self._pack()[0]
+
+    def _pack(self):
+        """(stacked weight, stacked bias or None): the calling thread's frozen pair, else built."""
+        frozen = self.__dict__.get("_frozen")          # {thread id: (weight, bias)}
         if frozen:
-            w = frozen.get(threading.get_ident())
-            if w is not None:
-                return w
-        return mg.cat([fused_weight(p) for p in self._projections()], 0)
+            pair = frozen.get(threading.get_ident())
+            if pair is not None:
+                return pair
+        projections = self._projections()
+        return mg.cat([fused_weight(p) for p in projections], 0), _stacked_bias(projections)
 
     def freeze_pack(self, on):
-        """Fix (on) or drop (off) the stacked weight for the calling thread."""
+        """Fix (on) or drop (off) the stacked weight and bias for the calling thread."""
         frozen = self.__dict__.setdefault("_frozen", {})
         if on:
             with no_grad():
-                frozen[threading.get_ident()] = Tensor(
-                    np.concatenate([fused_weight(p).data for p in self._projections()], 0))
+                w, b = self._pack()
+                frozen[threading.get_ident()] = (Tensor(w.data), None if b is None else Tensor(b.data))
         else:
             frozen.pop(threading.get_ident(), None)
 
@@ -172,12 +250,26 @@ class _Packed(nn.Module):
         projections = self._projections()
         if any(map(needs_call, projections)):
             return mg.cat([p(x) for p in projections], -1)
-        return linear(x, self.packed_weight())
+        return linear(x, *self._pack())
+
+    def _add_projections(self, cfg, prefix, dtype):
+        """The config's projections under `prefix` ("self_attn.", "mlp.") as child Linears."""
+        for name, d_out, d_in, bias in cfg.layer_projections(prefix):
+            setattr(self, name[len(prefix):], _proj(d_in, d_out, dtype, bias))
 
 
-def _proj(d_in, d_out, dtype):
-    layer = nn.Linear(d_in, d_out, bias=False, dtype=dtype)
+def _stacked_bias(projections):
+    """[b1; b2; ...] of projections that have biases (a differentiable cat), None if they have none."""
+    if projections[0].bias is None:
+        return None
+    return mg.cat([p.bias for p in projections], 0)
+
+
+def _proj(d_in, d_out, dtype, bias=False):
+    layer = nn.Linear(d_in, d_out, bias=bias, dtype=dtype)
     nn.init.normal_(layer.weight, 0.0, INIT_STD)
+    if bias:
+        nn.init.zeros_(layer.bias)
     return layer
 
 
@@ -187,11 +279,7 @@ class LlamaAttention(_Packed):
     def __init__(self, cfg, dtype):
         super().__init__()
         self.cfg = cfg
-        hd, C = cfg.head_dim, cfg.d_model
-        self.q_proj = _proj(C, cfg.n_head * hd, dtype)
-        self.k_proj = _proj(C, cfg.kv_heads * hd, dtype)
-        self.v_proj = _proj(C, cfg.kv_heads * hd, dtype)
-        self.o_proj = _proj(cfg.n_head * hd, C, dtype)
+        self._add_projections(cfg, "self_attn.", dtype)
 
     def forward(self, x, cache=None, start=0):
         """x (B, T, C) -> (B, T, C). With a cache (k, v of (B, T_max, Hkv, hd)) the new keys and
@@ -200,7 +288,8 @@ class LlamaAttention(_Packed):
         B, T, C = x.shape
         qkv = self.project(x)
         layout = QKV_LAYOUT if cache is None else "bthd"      # the cache is (B, T_max, Hkv, hd)
-        q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base, layout=layout)
+        q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base, layout=layout,
+                                 scaling=cfg.rope_scaling)
         if cache is None:
             o = F.causal_attention(q, k, v, layout=layout, out_layout="bthd")
         else:
@@ -210,7 +299,7 @@ class LlamaAttention(_Packed):
             end = start + T
             o = Tensor(np.ascontiguousarray(
                 attention_inference(q.data, kc[:, :end], vc[:, :end], layout="bthd")))
-        return self.o_proj(o.reshape(B, T, C))
+        return self.o_proj(o.reshape(B, T, cfg.n_head * cfg.head_dim))
 
 
 class LlamaMLP(_Packed):
@@ -218,9 +307,7 @@ class LlamaMLP(_Packed):
 
     def __init__(self, cfg, dtype):
         super().__init__()
-        self.gate_proj = _proj(cfg.d_model, cfg.ffn_hidden, dtype)
-        self.up_proj = _proj(cfg.d_model, cfg.ffn_hidden, dtype)
-        self.down_proj = _proj(cfg.ffn_hidden, cfg.d_model, dtype)
+        self._add_projections(cfg, "mlp.", dtype)
 
     def forward(self, x):
         return self.down_proj(swiglu_packed(self.project(x)))

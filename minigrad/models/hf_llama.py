@@ -1,4 +1,4 @@
-"""Hugging Face Llama checkpoints <-> minigrad's GPT, without torch or transformers.
+"""Hugging Face Llama (and Mistral, Qwen2) checkpoints <-> minigrad's GPT, without torch or transformers.
 
 `load_hf(GPT, path)` reads a directory written by transformers' `LlamaForCausalLM.save_pretrained`:
 `config.json` plus `model.safetensors` (or shards listed in `model.safetensors.index.json`), or, where
@@ -8,14 +8,18 @@ F16/BF16/F64 weights become the model's dtype (float32 by default); integer or b
 are rejected (TypeError naming them). `save_hf(model, path)` writes
 `config.json` + `model.safetensors` (atomically, file by file) that transformers loads.
 
-Names: GPT uses HF's Llama names without the `model.` prefix (`layers.0.self_attn.q_proj.weight`);
-`lm_head.weight` exists only when the embeddings are untied. Both use the half-split RoPE layout
-(rotate_half pairs dimension i with i + head_dim/2), so Q/K weights are copied unchanged.
+Names: GPT uses HF's Llama names without the `model.` prefix (`layers.0.self_attn.q_proj.weight`,
+`...q_proj.bias` with biases); `lm_head.weight` exists only when the embeddings are untied. Both use
+the half-split RoPE layout (rotate_half pairs dimension i with i + head_dim/2), so Q/K weights are
+copied unchanged. Mistral and Qwen2 use the same names and differ from Llama only in what
+`config_from_hf` maps: Mistral's sliding window (exact while sequences fit in it, so max_seq_len is
+capped at it) and Qwen2's q/k/v biases (no o bias; its sliding-window layers are rejected).
 """
 import json
 import mmap
 import os
 import warnings
+from dataclasses import fields
 
 import numpy as np
 
@@ -27,6 +31,7 @@ from minigrad.io import (
     save_safetensors,
 )
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_int
+from minigrad.ops.rope import ROPE_SCALING_KEYS, check_rope_scaling
 from minigrad.torch_format import read_torch_state_dict
 
 PREFIX = "model."
@@ -37,6 +42,13 @@ BIN_NAME = "pytorch_model.bin"
 BIN_INDEX_NAME = "pytorch_model.bin.index.json"
 _LAYOUTS = ((INDEX_NAME, WEIGHTS_NAME), (BIN_INDEX_NAME, BIN_NAME))  # (index, single file), preferred first
 TOKENIZER_NAME = "tokenizer.json"
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+# transformers' config defaults where they differ by model type (used when config.json omits the key)
+_TYPE_DEFAULTS = {"llama": {"num_key_value_heads": None, "max_position_embeddings": 2048},
+                  "mistral": {"num_key_value_heads": 8, "max_position_embeddings": 4096 * 32,
+                              "sliding_window": 4096},
+                  "qwen2": {"num_key_value_heads": 32, "max_position_embeddings": 32768}}
+_LENGTH_KEY = "original_max_position_embeddings"
 
 
 class UnsupportedCheckpointError(ValueError):
@@ -75,47 +87,102 @@ def _rope_params(hf, where):
     return out
 
 
-def _check_supported(hf, where, d_model, n_head):
-    def reject(what):
-        raise UnsupportedCheckpointError(f"{where}: {what}; minigrad's GPT does not support it")
+def _reject(where, what):
+    raise UnsupportedCheckpointError(f"{where}: {what}; minigrad's GPT does not support it")
 
+
+def _check_supported(hf, where):
+    """The model type (llama, mistral or qwen2) after rejecting what GPT cannot compute exactly."""
     model_type = hf.get("model_type", "llama")
-    if model_type != "llama":
-        reject(f"model_type is {model_type!r}, only 'llama' (LlamaForCausalLM) is supported")
+    if model_type not in ARCHITECTURES:
+        _reject(where, f"model_type is {model_type!r}, only {sorted(ARCHITECTURES)} are supported")
     act = hf.get("hidden_act", "silu")
     if act not in ("silu", "swish"):       # transformers maps both names to SiLU
-        reject(f"hidden_act is {act!r} (GPT's MLP is SwiGLU, i.e. 'silu')")
-    for flag in ("attention_bias", "mlp_bias"):
-        if hf.get(flag):
-            reject(f"{flag} is true (GPT's projections have no bias)")
-    for key, rope in _rope_params(hf, where).items():
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        if kind not in (None, "default"):
-            reject(f"{key} uses rope_type {kind!r} (only plain RoPE is implemented)")
-    head_dim = hf.get("head_dim")
-    if head_dim not in (None, d_model // n_head) or d_model % n_head:
-        reject(f"head_dim {head_dim} != hidden_size {d_model} / num_attention_heads {n_head}")
+        _reject(where, f"hidden_act is {act!r} (GPT's MLP is SwiGLU, i.e. 'silu')")
+    if model_type == "qwen2" and hf.get("use_sliding_window"):
+        _reject(where, "use_sliding_window is true (Qwen2's sliding-window attention layers)")
+    return model_type
+
+
+def _flag(hf, key, where):
+    """hf[key] as a bool, False when absent or null."""
+    value = hf.get(key)
+    return False if value is None else check_bool(where, key, value)
+
+
+def _biases(hf, model_type, where):
+    """GPTConfig bias fields: Llama's attention_bias / mlp_bias flags; Qwen2's fixed q/k/v biases;
+    none for Mistral (transformers' Mistral has none whatever its config says)."""
+    if model_type == "llama":
+        return dict(attention_bias=_flag(hf, "attention_bias", where), mlp_bias=_flag(hf, "mlp_bias", where))
+    return dict(attention_bias=model_type == "qwen2")
+
+
+def _rope_scaling(hf, where, max_positions):
+    """GPTConfig.rope_scaling (canonical, or None) from rope_scaling or else rope_parameters, as
+    transformers picks; UnsupportedCheckpointError naming the field for another rope_type."""
+    rope = _rope_params(hf, where)
+    key = "rope_scaling" if rope["rope_scaling"] else "rope_parameters"
+    kind = rope[key].get("rope_type", rope[key].get("type", "default"))
+    if kind == "default":          # (transformers' default RoPE ignores partial_rotary_factor)
+        return None
+    if kind not in ROPE_SCALING_KEYS:
+        _reject(where, f"{key} uses rope_type {kind!r} (implemented: default, "
+                       f"{', '.join(ROPE_SCALING_KEYS)})")
+    partial = rope[key].get("partial_rotary_factor", hf.get("partial_rotary_factor"))
+    if partial not in (None, 1, 1.0):
+        _reject(where, f"partial_rotary_factor is {partial} (GPT rotates whole heads)")
+    params = {k: rope[key][k] for k in ROPE_SCALING_KEYS[kind] if k in rope[key]}  # HF ignores others
+    if kind == "llama3" and hf.get(_LENGTH_KEY) is not None:   # transformers: the top-level key wins
+        params[_LENGTH_KEY] = hf[_LENGTH_KEY]
+    if kind == "dynamic":       # HF's dynamic NTK keeps the base up to max_position_embeddings
+        params[_LENGTH_KEY] = max_positions
+    return check_rope_scaling({"rope_type": kind, **params}, where, default_length=max_positions)
+
+
+def _architecture(hf, model_type, where, d_model, n_head, max_positions):
+    """GPTConfig fields beyond Llama's plain ones, each only when it differs from its default (a
+    plain Llama config maps to exactly the keyword arguments it always did)."""
+    head_dim = _count(hf, "head_dim", where, d_model // n_head)
+    extra = dict(head_dim=head_dim if head_dim * n_head != d_model else None,
+                 rope_scaling=_rope_scaling(hf, where, max_positions), **_biases(hf, model_type, where),
+                 hf_model_type=model_type)
+    if model_type == "mistral":
+        window = hf.get("sliding_window", _TYPE_DEFAULTS["mistral"]["sliding_window"])
+        extra["sliding_window"] = None if window is None else check_int(where, "sliding_window", window, 1)
+    from minigrad.models.gpt import GPTConfig
+
+    defaults = {f.name: f.default for f in fields(GPTConfig)}
+    return {k: v for k, v in extra.items() if v != defaults[k]}
 
 
 def config_from_hf(hf, where="config.json"):
-    """GPTConfig keyword arguments from a transformers LlamaConfig dict. Every field is checked
-    (a ValueError names it): sizes must be JSON ints >= 1, rope_theta / rms_norm_eps numbers > 0."""
+    """GPTConfig keyword arguments from a transformers Llama / Mistral / Qwen2 config dict. Every
+    field is checked (a ValueError names it): sizes must be JSON ints >= 1, rope_theta / rms_norm_eps
+    numbers > 0. Mistral's max_seq_len is min(max_position_embeddings, sliding_window): GPT's full
+    causal attention equals the windowed one only while sequences fit in the window."""
     try:
         d_model, n_head = _count(hf, "hidden_size", where), _count(hf, "num_attention_heads", where)
-        _check_supported(hf, where, d_model, n_head)
+        model_type = _check_supported(hf, where)
+        defaults = _TYPE_DEFAULTS[model_type]
+        n_kv = _count(hf, "num_key_value_heads", where, defaults["num_key_value_heads"] or n_head)
+        max_positions = _count(hf, "max_position_embeddings", where, defaults["max_position_embeddings"])
+        extra = _architecture(hf, model_type, where, d_model, n_head, max_positions)
         # transformers' precedence: rope_scaling (legacy) or rope_parameters, then the top-level key
         rope = _rope_params(hf, where)
         theta = _positive(rope["rope_scaling"] or rope["rope_parameters"], "rope_theta", where,
                           _positive(hf, "rope_theta", where, 10000.0))
         tie = hf.get("tie_word_embeddings")
+        window = extra.get("sliding_window")
         return dict(vocab_size=_count(hf, "vocab_size", where), d_model=d_model,
                     n_layer=_count(hf, "num_hidden_layers", where), n_head=n_head,
-                    n_kv_head=_count(hf, "num_key_value_heads", where, n_head),
+                    n_kv_head=n_kv,
                     ffn_hidden=_count(hf, "intermediate_size", where),
-                    max_seq_len=_count(hf, "max_position_embeddings", where, 2048),
+                    max_seq_len=max_positions if window is None else min(max_positions, window),
                     rope_base=theta,
                     norm_eps=_positive(hf, "rms_norm_eps", where, 1e-6),
-                    tie_embeddings=False if tie is None else check_bool(where, "tie_word_embeddings", tie))
+                    tie_embeddings=False if tie is None else check_bool(where, "tie_word_embeddings", tie),
+                    **extra)
     except KeyError as e:
         raise ValueError(f"{where}: missing field {e.args[0]!r}; not a Llama config") from None
     except TypeError as e:  # a field of the wrong JSON type: bad file content, not a bad argument
@@ -123,21 +190,41 @@ def config_from_hf(hf, where="config.json"):
 
 
 def config_to_hf(cfg, dtype="float32", bos_token_id=None, eos_token_id=None):
-    """A transformers LlamaConfig dict for a GPTConfig."""
+    """A transformers config dict (LlamaConfig, MistralConfig or Qwen2Config: cfg.hf_model_type)
+    for a GPTConfig."""
     n_kv = cfg.n_kv_head or cfg.n_head
-    out = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+    kind = cfg.hf_model_type
+    out = {"architectures": [ARCHITECTURES[kind]], "model_type": kind, "hidden_act": "silu",
            "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layer,
            "num_attention_heads": cfg.n_head, "num_key_value_heads": n_kv,
-           "head_dim": cfg.d_model // cfg.n_head, "intermediate_size": int(cfg.ffn_hidden),
+           "head_dim": cfg.head_dim, "intermediate_size": int(cfg.ffn_hidden),
            "max_position_embeddings": cfg.max_seq_len, "rope_theta": cfg.rope_base,
            "rms_norm_eps": cfg.norm_eps, "tie_word_embeddings": bool(cfg.tie_embeddings),
-           "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
+           "attention_bias": cfg.attention_bias, "mlp_bias": cfg.mlp_bias, "attention_dropout": 0.0,
            "initializer_range": 0.02, "use_cache": True, "torch_dtype": dtype}
+    if kind != "llama":
+        del out["attention_bias"], out["mlp_bias"]
+    out.update(_architecture_to_hf(cfg))
     if bos_token_id is not None:
         out["bos_token_id"] = int(bos_token_id)
     if eos_token_id is not None:   # a list in Llama-3 style configs (several end tokens), kept a list
         out["eos_token_id"] = ([int(i) for i in eos_token_id] if isinstance(eos_token_id, (list, tuple))
                                else int(eos_token_id))
+    return out
+
+
+def _architecture_to_hf(cfg):
+    """What config_to_hf writes beyond Llama's keys: rope_scaling, Mistral's sliding_window,
+    Qwen2's use_sliding_window (Mistral and Qwen2 have no attention_bias / mlp_bias keys)."""
+    out = {}
+    if cfg.rope_scaling:
+        out["rope_scaling"] = dict(cfg.rope_scaling)
+        if cfg.rope_scaling["rope_type"] == "dynamic":   # HF's dynamic reads max_position_embeddings
+            del out["rope_scaling"][_LENGTH_KEY]
+    if cfg.hf_model_type == "mistral":
+        out["sliding_window"] = cfg.sliding_window
+    if cfg.hf_model_type == "qwen2":
+        out.update(use_sliding_window=False, sliding_window=None)
     return out
 
 

@@ -1,8 +1,9 @@
 """Rotary position embedding (kernels/rope.pyx), interleaved or HF half-split pairs.
 
-cos/sin tables (P, hd/2) are computed in float64 (angle = pos * base^(-2i/hd)), cast to the
-input dtype and cached per (P, hd, base, dtype), P being the table length rounded up to a power
-of two so KV-cache decoding reuses one table.
+cos/sin tables (P, hd/2) are computed in float64 (angle = pos * theta_i, theta_i = base^(-2i/hd),
+optionally rescaled as HF's rope_scaling: `rope_inv_freq`), cast to the input dtype and cached per
+(P, hd, base, scaling, dtype), P being the table length rounded up to a power of two so KV-cache
+decoding reuses one table.
 """
 from collections import OrderedDict
 
@@ -16,15 +17,96 @@ _TABLES = OrderedDict()
 _MAX_TABLES = 32
 MAX_TABLE_ROWS = 1 << 16    # beyond this largest position, compute rows per call instead of a table
 _LAYOUTS = ("bhtd", "bthd")
+# rope_type -> its parameters (HF's names); "default" (or no scaling) is plain RoPE
+ROPE_SCALING_KEYS = {
+    "linear": ("factor",),
+    "dynamic": ("factor", "original_max_position_embeddings"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+_LENGTH_KEY = "original_max_position_embeddings"
 
 
-def rope_tables(n_positions, hd, base, dtype):
-    """(cos, sin), each (P, hd/2) with P >= n_positions, cached per (P, hd, base, dtype)."""
+def check_rope_scaling(scaling, where="rope", base=None, default_length=None):
+    """HF's rope_scaling / rope_parameters dict as a canonical one ({"rope_type", *its keys} with
+    float factors and an int length), or None for plain RoPE (None, {}, rope_type "default").
+
+    "type" is read as "rope_type"; a "rope_theta" key must equal `base` (when given) and is dropped;
+    a missing original_max_position_embeddings is `default_length` (HF: max_position_embeddings).
+    ValueError naming the key for an unknown type or key, a missing key or a bad value."""
+    if scaling is None:
+        return None
+    if not isinstance(scaling, dict):
+        raise TypeError(f"{where}: rope_scaling must be a dict or None, got {scaling!r}")
+    params = dict(scaling)
+    legacy = params.pop("type", "default")
+    kind = params.pop("rope_type", legacy)
+    theta = params.pop("rope_theta", None)
+    if theta is not None and base is not None and check_finite_scalar(where, "rope_theta", theta) != base:
+        raise ValueError(f"{where}: rope_scaling rope_theta {theta} differs from rope_base {base}")
+    plain = kind in (None, "default")
+    if not plain and kind not in ROPE_SCALING_KEYS:
+        raise ValueError(f"{where}: rope_type {kind!r} is not implemented (supported: default, "
+                         f"{', '.join(ROPE_SCALING_KEYS)})")
+    keys = () if plain else ROPE_SCALING_KEYS[kind]
+    unknown = sorted(set(params) - set(keys))
+    if unknown:
+        raise ValueError(f"{where}: rope_scaling of type {kind!r} has unknown keys {unknown} (takes {keys})")
+    if plain:
+        return None
+    if _LENGTH_KEY in keys and params.get(_LENGTH_KEY) is None and default_length is not None:
+        params[_LENGTH_KEY] = default_length
+    out = {"rope_type": kind}
+    for key in keys:
+        if params.get(key) is None:
+            raise ValueError(f"{where}: rope_scaling of type {kind!r} needs {key!r}")
+        out[key] = (check_int(where, key, params[key], 1) if key == _LENGTH_KEY
+                    else check_finite_scalar(where, key, params[key], positive=True))
+    return out
+
+
+def rope_inv_freq(hd, base, scaling=None):
+    """theta_i = base^(-2i/hd) for i < hd/2 (float64), rescaled by a canonical `scaling`:
+    linear: theta_i / factor (= positions / factor); dynamic: unchanged (HF's dynamic NTK keeps the
+    base up to original_max_position_embeddings, the only lengths it is used for); llama3: see
+    `_llama3_inv_freq`."""
+    inv_freq = float(base) ** (-np.arange(0, hd // 2, dtype=np.float64) * 2.0 / hd)
+    kind = scaling["rope_type"] if scaling else None
+    if kind == "linear":
+        return inv_freq / scaling["factor"]
+    if kind == "llama3":
+        return _llama3_inv_freq(inv_freq, **{k: v for k, v in scaling.items() if k != "rope_type"})
+    return inv_freq
+
+
+def _llama3_inv_freq(inv_freq, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings):
+    """Llama 3.1's smooth interpolation, on wavelengths w_i = 2 pi / theta_i and L = original length:
+    w_i < L / high_freq_factor: theta_i (kept); w_i > L / low_freq_factor: theta_i / factor;
+    between: (1 - s) theta_i / factor + s theta_i with s = (L / w_i - low) / (high - low)."""
+    L = original_max_position_embeddings
+    wavelen = 2 * np.pi / inv_freq
+    with np.errstate(divide="ignore", invalid="ignore"):     # high == low: no band in between
+        smooth = (L / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    mixed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    out = np.where(wavelen > L / low_freq_factor, inv_freq / factor, inv_freq)
+    between = ~(wavelen < L / high_freq_factor) & ~(wavelen > L / low_freq_factor)
+    return np.where(between, mixed, out)
+
+
+def _scaling_key(scaling):
+    """A hashable form of a canonical scaling for the table cache (None: plain RoPE's tables)."""
+    if not scaling or scaling["rope_type"] == "dynamic":
+        return None
+    return tuple(scaling.items())
+
+
+def rope_tables(n_positions, hd, base, dtype, scaling=None):
+    """(cos, sin), each (P, hd/2) with P >= n_positions, cached per (P, hd, base, dtype, scaling);
+    `scaling` canonical (check_rope_scaling) or None."""
     P = 1 << max(int(n_positions) - 1, 0).bit_length()
-    key = (P, int(hd), float(base), np.dtype(dtype))
+    key = (P, int(hd), float(base), np.dtype(dtype), _scaling_key(scaling))
     tables = _TABLES.get(key)
     if tables is None:
-        tables = _cos_sin(np.arange(P), hd, base, dtype)
+        tables = _cos_sin(np.arange(P), hd, base, dtype, scaling)
         _TABLES[key] = tables
         if len(_TABLES) > _MAX_TABLES:
             _TABLES.popitem(last=False)
@@ -33,9 +115,9 @@ def rope_tables(n_positions, hd, base, dtype):
     return tables
 
 
-def _cos_sin(positions, hd, base, dtype):
-    """cos, sin (len(positions), hd/2) of angle = pos * base^(-2i/hd), computed in float64."""
-    inv_freq = float(base) ** (-np.arange(0, hd // 2, dtype=np.float64) * 2.0 / hd)
+def _cos_sin(positions, hd, base, dtype, scaling=None):
+    """cos, sin (len(positions), hd/2) of angle = pos * theta_i (rope_inv_freq), computed in float64."""
+    inv_freq = rope_inv_freq(hd, base, scaling)
     angles = np.asarray(positions, np.float64)[:, None] * inv_freq[None, :]
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
@@ -63,19 +145,30 @@ def _rotate(x3, y3, cos, sin, pos, pos_axis, interleaved, inverse=False):
         kernel(x3, y3, cos, sin, pos, pos_axis, interleaved)
 
 
-def _setup(op, x_shape, hd, positions, T, base, dtype):
+def _setup(op, x_shape, hd, positions, T, base, dtype, scaling):
     if hd % 2:
         raise ValueError(f"{op}: head size must be even, got shape {x_shape}")
     base = check_finite_scalar(op, "base", base, positive=True)
     pos = _positions(positions, T)
     n = int(pos.max()) + 1 if pos.size else 1
+    if scaling is not None:
+        scaling = check_rope_scaling(scaling, op)
+        _check_dynamic_length(op, scaling, n)
     if n > MAX_TABLE_ROWS and n > 2 * pos.size:
         # far positions: rows for exactly these T positions (same float64 maths as the tables),
         # not a table of every position up to n (2**31 positions: 64 GiB and minutes to fail)
-        cos, sin = _cos_sin(pos, hd, base, dtype)
+        cos, sin = _cos_sin(pos, hd, base, dtype, scaling)
         return cos, sin, np.arange(pos.size, dtype=np.int64)
-    cos, sin = rope_tables(n, hd, base, dtype)
+    cos, sin = rope_tables(n, hd, base, dtype, scaling)
     return cos, sin, pos
+
+
+def _check_dynamic_length(op, scaling, n):
+    """Dynamic NTK RoPE is plain RoPE up to its original length; beyond, HF changes the base with
+    the sequence length (and keeps cached keys rotated by the old one): not implemented."""
+    if scaling and scaling["rope_type"] == "dynamic" and n > scaling[_LENGTH_KEY]:
+        raise ValueError(f"{op}: dynamic RoPE scaling beyond original_max_position_embeddings "
+                         f"{scaling[_LENGTH_KEY]} (position {n - 1}) is not implemented")
 
 
 class RoPE(Function):
@@ -85,13 +178,13 @@ class RoPE(Function):
     """
 
     @staticmethod
-    def forward(ctx, x, positions, base, interleaved, layout):
+    def forward(ctx, x, positions, base, interleaved, layout, scaling):
         op = "rope"
         check_float(op, "x", x, ndim=4)
         if layout not in _LAYOUTS:
             raise ValueError(f"{op}: layout must be one of {_LAYOUTS}, got {layout!r}")
         T = x.shape[2] if layout == "bhtd" else x.shape[1]
-        cos, sin, pos = _setup(op, x.shape, x.shape[3], positions, T, base, x.dtype)
+        cos, sin, pos = _setup(op, x.shape, x.shape[3], positions, T, base, x.dtype, scaling)
         x3, pos_axis = _as_heads(x, layout)
         ctx.args = (cos, sin, pos, pos_axis, bool(interleaved))
         y = np.empty_like(x)
@@ -104,16 +197,16 @@ class RoPE(Function):
         gx = np.empty_like(gy)
         g3 = gy.reshape(-1, *gy.shape[2:])
         _rotate(g3, gx.reshape(g3.shape), *ctx.args, inverse=True)
-        return gx, None, None, None, None
+        return gx, None, None, None, None, None
 
 
-def rope(x, positions=0, base=10000.0, interleaved=False, layout="bhtd"):
+def rope(x, positions=0, base=10000.0, interleaved=False, layout="bhtd", scaling=None):
     """Rotary embedding of x (B, H, T, hd) (layout="bthd": (B, T, H, hd)).
 
     positions: an int offset or T ints. interleaved=True rotates pairs (2i, 2i+1); the default
-    rotates (i, i + hd/2) as HF Llama does.
+    rotates (i, i + hd/2) as HF Llama does. scaling: an HF rope_scaling dict (check_rope_scaling).
     """
-    return RoPE.apply(x, positions, base, interleaved, layout)
+    return RoPE.apply(x, positions, base, interleaved, layout, scaling)
 
 
 class SplitQKVRoPE(Function):
@@ -123,7 +216,7 @@ class SplitQKVRoPE(Function):
     inverse-rotated gq, gk and the copied gv into one (B, T, (Hq + 2 Hkv) hd) gradient."""
 
     @staticmethod
-    def forward(ctx, y, positions, n_head, n_kv_head, base, interleaved, layout):
+    def forward(ctx, y, positions, n_head, n_kv_head, base, interleaved, layout, scaling):
         op = "split_qkv_rope"
         check_float(op, "y", y, ndim=3)
         if layout not in _LAYOUTS:
@@ -134,7 +227,7 @@ class SplitQKVRoPE(Function):
         if n_head < 1 or n_kv_head < 1 or hd * heads != W or hd == 0:
             raise ValueError(f"{op}: y {y.shape} is not (B, T, (n_head + 2 n_kv_head) * head_dim) with "
                              f"n_head {n_head}, n_kv_head {n_kv_head}")
-        cos, sin, pos = _setup(op, y.shape, hd, positions, T, base, y.dtype)
+        cos, sin, pos = _setup(op, y.shape, hd, positions, T, base, y.dtype, scaling)
         outs = tuple(np.empty((B, h, T, hd) if layout == "bhtd" else (B, T, h, hd), y.dtype)
                      for h in (n_head, n_kv_head, n_kv_head))
         ctx.args = (cos, sin, pos, bool(interleaved))
@@ -151,7 +244,7 @@ class SplitQKVRoPE(Function):
         grads = (_as_bthd(g if g.strides[3] == g.itemsize else np.ascontiguousarray(g), layout)
                  for g in (gq, gk, gv))
         _k.qkv_rope_backward(*grads, gy, *ctx.args)
-        return gy.reshape(B, T, ctx.heads * hd), None, None, None, None, None, None
+        return gy.reshape(B, T, ctx.heads * hd), None, None, None, None, None, None, None
 
 
 def _as_bthd(x, layout):
@@ -159,7 +252,9 @@ def _as_bthd(x, layout):
     return x.transpose(0, 2, 1, 3) if layout == "bhtd" else x
 
 
-def split_qkv_rope(y, positions, n_head, n_kv_head, base=10000.0, interleaved=False, layout="bthd"):
+def split_qkv_rope(y, positions, n_head, n_kv_head, base=10000.0, interleaved=False, layout="bthd",
+                   scaling=None):
     """(q, k, v) from a packed q/k/v projection y (B, T, (n_head + 2 n_kv_head) hd): q and k rotated
-    (positions as in `rope`), all three (B, T, heads, hd), or (B, heads, T, hd) with layout="bhtd"."""
-    return SplitQKVRoPE.apply(y, positions, int(n_head), int(n_kv_head), base, interleaved, layout)
+    (positions and scaling as in `rope`), all three (B, T, heads, hd), or (B, heads, T, hd) with
+    layout="bhtd"."""
+    return SplitQKVRoPE.apply(y, positions, int(n_head), int(n_kv_head), base, interleaved, layout, scaling)
