@@ -125,7 +125,9 @@ class LoraLinear(Module):
     (out,) frozen, A = lora_A.weight (r, in), B = lora_B.weight (out, r), s = `scaling`.
 
     PEFT's init: A ~ kaiming_uniform(a=sqrt(5)) (nn.Linear's), B = 0 (init_lora_weights=False: B
-    keeps nn.Linear's init too, so the adapter is not a no-op). `disabled`: the base layer alone."""
+    keeps nn.Linear's init too, so the adapter is not a no-op). `disabled`: the base layer alone.
+    It starts in the Linear's train/eval mode, and the Linear's own hooks keep firing (it is then
+    called for the base output, as PEFT's base_layer)."""
 
     def __init__(self, base, config, name=""):
         super().__init__()
@@ -147,14 +149,23 @@ class LoraLinear(Module):
         self.disabled = False
         object.__setattr__(self, "_base", base)     # not a child: given back by merge / unload
         object.__setattr__(self, "_frozen", {})     # thread id -> W + s B A fixed by `frozen`
+        self.train(base.training)                   # the model's mode: an eval model gets no dropout
 
     @property
     def dropout_active(self):
         """True while dropout changes the LoRA branch's input (training, p > 0, not disabled)."""
         return self.training and self.dropout_p > 0 and not self.disabled
 
+    def train(self, mode=True):
+        super().train(mode)
+        self._base.train(mode)      # not a child, but given back by merge / unload in the model's mode
+        return self
+
     def forward(self, x):
-        out = linear(x, self.weight, self.bias)
+        if self._base._hook_ids:    # hooks on the wrapped Linear fire, as on PEFT's base_layer
+            out = self.restored_base()(x)
+        else:
+            out = linear(x, self.weight, self.bias)
         if self.disabled:
             return out
         return out + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling
@@ -290,11 +301,15 @@ def apply_lora(model, config=None, **kwargs):
     if not isinstance(model, Module):
         raise TypeError(f"apply_lora: model must be an nn.Module, got {type(model).__name__}")
     _refuse_second_adapter(model, "apply_lora")
-    chosen = _select(model, config.target_modules)
+    _wrap(model, config, _select(model, config.target_modules))
+    return model
+
+
+def _wrap(model, config, chosen):
+    """Freeze every parameter of `model` and put a LoraLinear around each (name, Linear) of `chosen`."""
     for p in model.parameters():
         p.requires_grad_(False)
     _swap(model, {id(m): LoraLinear(m, config, name=n) for n, m in chosen})
-    return model
 
 
 get_peft_model = apply_lora
@@ -371,10 +386,10 @@ def lora_state_dict(model):
     return OrderedDict((name, p.data.copy()) for name, p in _adapter_params(model).items())
 
 
-def _float_array(value, name, dtype):
+def _float_array(value, name, dtype, where="load_lora_state_dict"):
     arr = np.asarray(getattr(value, "data", value))
     if arr.dtype.kind != "f":
-        raise TypeError(f"load_lora_state_dict: {name} must be floating point, got {arr.dtype}")
+        raise TypeError(f"{where}: {name} must be floating point, got {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
@@ -532,7 +547,7 @@ def load_adapter(model, path, is_trainable=False):
     file holds weights for (with its config's r, lora_alpha, lora_dropout, use_rslora) and load
     them; a `<module>.base_layer.weight` there (PEFT's save_embedding_layers) replaces that W, as in
     PEFT. is_trainable=False (PEFT's default) freezes the adapters too. Everything is checked
-    (config, names, shapes) before the model changes. Returns `model`."""
+    (config, names, shapes, dtypes) before the model changes. Returns `model`."""
     _refuse_second_adapter(model, "load_adapter")
     kwargs = _read_config(path)
     modules = _read_tensors(model, path)
@@ -546,14 +561,17 @@ def load_adapter(model, path, is_trainable=False):
         raise ValueError(f"load_adapter: {path} adapts {unknown[:4]}, which are not Linear layers of "
                          f"{type(model).__name__}")
     _check_fit(modules, linears, config.r)
-    apply_lora(model, config)
+    arrays = {name: {part: _float_array(a, f"{name}.{part}.weight", linears[name].weight.dtype,
+                                        f"load_adapter: {os.path.join(path, WEIGHTS_NAME)}")
+                     for part, a in parts.items()} for name, parts in modules.items()}
+    # exactly the file's modules: as a target list, "0" would also select a nested "1.0"
+    _wrap(model, config, [(name, linears[name]) for name in modules])
     load_lora_state_dict(model, {f"{n}.{part}.weight": parts[part]
-                                 for n, parts in modules.items() for part in ADAPTER_PARTS})
+                                 for n, parts in arrays.items() for part in ADAPTER_PARTS})
     with no_grad():
-        for name, parts in modules.items():
+        for name, parts in arrays.items():
             if "base_layer" in parts:
-                w = linears[name].weight
-                w.copy_(Tensor(_float_array(parts["base_layer"], f"{name}.base_layer.weight", w.dtype)))
+                linears[name].weight.copy_(Tensor(parts["base_layer"]))
     for p in _adapter_params(model).values():
         p.requires_grad_(bool(is_trainable))
     return model

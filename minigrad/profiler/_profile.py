@@ -69,7 +69,8 @@ class profile:
 
     def table(self, sort_by="total", row_limit=20, group_by_input_shape=False):
         """`key_averages()` as a markdown table, sorted by "total", "self", "mean", "calls" or
-        "name", with a footer comparing the summed self time to the block's wall time."""
+        "name", with a footer comparing the summed self time to the block's wall time. row_limit
+        None or negative (torch's -1): every row."""
         return self.key_averages(group_by_input_shape).table(sort_by, row_limit)
 
     def export_chrome_trace(self, path):
@@ -87,18 +88,25 @@ class record_function(contextlib.ContextDecorator):
 
     def __init__(self, name):
         self.name = str(name)
-        self._open = []
+        self._local = threading.local()     # per thread: one instance may be entered by several
 
     def _recreate_cm(self):
         return record_function(self.name)
 
+    def _open(self):
+        """This thread's stack of (recorder, start) of the blocks entered and not yet left."""
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
     def __enter__(self):
         rec = _hook.current()
-        self._open.append((rec, rec.begin() if rec is not None else None))
+        self._open().append((rec, rec.begin() if rec is not None else None))
         return self
 
     def __exit__(self, *exc):
-        rec, start = self._open.pop()
+        rec, start = self._open().pop()
         if rec is not None and _hook.current() is rec:
             rec.end(self.name, "region", start, None)
         return False

@@ -30,7 +30,8 @@ class KeyAverages(list):
         self.wall_ms = wall_ms
 
     def table(self, sort_by="total", row_limit=20):
-        """The rows as a markdown table, largest `sort_by` first (name: alphabetical)."""
+        """The rows as a markdown table, largest `sort_by` first (name: alphabetical); row_limit
+        None or negative: every row."""
         return _table(self, sort_by, row_limit, self.wall_ms)
 
 
@@ -55,7 +56,7 @@ def _table(rows, sort_by, row_limit, wall_ms):
         rows = sorted(rows, key=lambda r: getattr(r, _SORT_KEYS[sort_by]), reverse=True)
     else:
         raise ValueError(f"table: sort_by must be one of {sorted(_SORT_KEYS) + ['name']}, got {sort_by!r}")
-    shown = rows if row_limit is None else rows[:row_limit]
+    shown = rows if row_limit is None or row_limit < 0 else rows[:row_limit]     # torch's -1: all
     shapes = any(r.input_shapes is not None for r in rows)
     head = ["Name", "Phase", "Calls", "Self ms", "Self %", "Total ms", "Total %", "Mean ms"]
     body = [[r.name, r.phase, str(r.calls), f"{r.self_ms:.3f}", f"{r.self_pct:.1f}", f"{r.total_ms:.3f}",
