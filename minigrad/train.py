@@ -281,6 +281,8 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
     window = min(w for w in (window, limit) if w) if (window or limit) else None
     if window is not None:
         window = max(window, 2)     # one token of context + the new one: a window of 1 sees one token
+    eos = generate_kwargs.get("eos_token_id")
+    eos = None if eos is None else set(np.atleast_1d(eos).tolist())
     model.eval()
     out, produced, chunk = list(ids.tolist()), 0, 0
     while produced < tokens:
@@ -290,7 +292,7 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
                              top_k=top_k, top_p=top_p, seed=seed + chunk, **generate_kwargs)
         got = np.asarray(getattr(new, "data", new))[0, len(context):].tolist()
         out += got
-        if len(got) < n:        # stopped at an eos
+        if len(got) < n or (eos is not None and got and got[-1] in eos):    # stopped at an eos
             break
         produced, chunk = produced + n, chunk + 1
     return np.asarray(out, dtype=np.int64)

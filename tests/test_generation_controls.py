@@ -334,3 +334,21 @@ def test_generate_text_stops_at_eos_through_its_windows(kind):
     stopped = generate_ids(model, ids, 20, temperature=0, window=6, eos_token_id=eos)
     first = 3 + int(np.argmax(free[3:] == eos))
     assert stopped.tolist() == free[:first + 1].tolist()
+
+
+def test_generate_text_stops_at_an_eos_on_a_windows_last_token():
+    """An eos sampled as the last token of a sliding window (position 7 of window 8, after a
+    3-token prompt) ends the text too."""
+    from minigrad.train import generate_ids
+
+    model = tiny_gpt()
+    rng = np.random.default_rng(0)
+    for _ in range(200):        # a prompt whose greedy text first shows its token 7 at 7
+        ids = rng.integers(0, V, 3)
+        free = generate_ids(model, ids, 30, temperature=0, window=8)
+        if free[7] not in free[3:7] and free[7] in free[8:]:
+            break
+    else:
+        pytest.fail("no prompt puts a new token at the window's end")
+    stopped = generate_ids(model, ids, 30, temperature=0, window=8, eos_token_id=[int(free[7])])
+    assert stopped.tolist() == free[:8].tolist()
