@@ -154,8 +154,6 @@ def cmd_sample(args):
 
 
 def cmd_eval(args):
-    import json
-
     import minigrad as mg
     from minigrad.evaluate import evaluate_checkpoint, format_report
 
@@ -167,7 +165,7 @@ def cmd_eval(args):
     except (OSError, ValueError, TypeError) as e:
         _error("eval", e)
         return 1
-    print(json.dumps(result) if args.json else format_report(result))
+    print(_strict_json(result) if args.json else format_report(result))
     return 0
 
 
@@ -175,6 +173,16 @@ def _error(command, e):
     """The one-line message a failed command prints (an error spanning lines, e.g. every damaged
     checkpoint of a directory, is joined)."""
     print(f"minigrad {command}: error: " + " ".join(str(e).split()), file=sys.stderr)
+
+
+def _strict_json(result):
+    """One JSON object; a non-finite number (perplexity of a loss >= 700) is null, which strict
+    parsers accept, where Python's default would print Infinity."""
+    import json
+    import math
+
+    clean = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in result.items()}
+    return json.dumps(clean, allow_nan=False)
 
 
 def _unescape(text):

@@ -160,3 +160,23 @@ def test_one_record_function_entered_by_two_threads():
         t.join()
     for got in events.values():
         assert got == [("Add", 1), ("shared", 0), ("Mul", 0)]
+
+
+def test_eval_json_is_strict_json():
+    """A perplexity that overflows (loss >= 700) is printed as null, not Infinity."""
+    import json
+
+    from minigrad.__main__ import _strict_json
+
+    text = _strict_json({"loss": 800.0, "perplexity": float("inf"), "tokens": 3})
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}")) == {
+        "loss": 800.0, "perplexity": None, "tokens": 3}
+
+
+def test_load_lora_state_dict_takes_torch_bf16_tensors():
+    torch = pytest.importorskip("torch")
+    from minigrad.nn.lora import _float_array
+
+    t = torch.tensor([[1.5, -2.0]], dtype=torch.bfloat16)
+    arr = _float_array(t, "x.lora_A.weight", np.float32)
+    assert arr.dtype == np.float32 and arr.tolist() == [[1.5, -2.0]]

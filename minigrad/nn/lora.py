@@ -387,6 +387,8 @@ def lora_state_dict(model):
 
 
 def _float_array(value, name, dtype, where="load_lora_state_dict"):
+    if "bfloat16" in str(getattr(value, "dtype", "")) and hasattr(value, "float"):
+        value = value.float()        # a torch bf16 tensor: numpy has no bfloat16 to convert it to
     arr = np.asarray(getattr(value, "data", value))
     if arr.dtype.kind != "f":
         raise TypeError(f"{where}: {name} must be floating point, got {arr.dtype}")
