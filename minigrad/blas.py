@@ -132,12 +132,13 @@ def _numpy_product(a, b, trans_a, trans_b, out, accumulate):
     return prod
 
 
-def gemm(a, b, trans_a=False, trans_b=False, out=None):
+def gemm(a, b, trans_a=False, trans_b=False, out=None, accumulate=False):
     """op(a) @ op(b) for 2-D arrays, op = transpose when asked: a (M, K) or (K, M), b (K, N) or
-    (N, K) -> (M, N), into `out` (C-contiguous (M, N), same dtype) when given. Float32/float64
-    C-contiguous operands go to MKL when it is in use; everything else to numpy (also an `out`
-    sharing memory with an operand: MKL would read what it has already overwritten)."""
-    return gemm_batch([(a, b, trans_a, trans_b, out)])[0]
+    (N, K) -> (M, N), into `out` (C-contiguous (M, N), same dtype) when given, added to it with
+    accumulate=True. Float32/float64 C-contiguous operands go to MKL when it is in use; everything
+    else to numpy (also an `out` sharing memory with an operand: MKL would read what it has
+    already overwritten)."""
+    return gemm_batch([(a, b, trans_a, trans_b, out, accumulate)])[0]
 
 
 def gemm_batch(products):

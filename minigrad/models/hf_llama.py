@@ -31,7 +31,7 @@ from minigrad.io import (
     save_safetensors,
 )
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_int
-from minigrad.ops.rope import ROPE_SCALING_KEYS, check_rope_scaling
+from minigrad.ops.rope import ROPE_LENGTH_KEY, ROPE_SCALING_KEYS, check_rope_scaling
 from minigrad.torch_format import read_torch_state_dict
 
 PREFIX = "model."
@@ -48,7 +48,6 @@ _TYPE_DEFAULTS = {"llama": {"num_key_value_heads": None, "max_position_embedding
                   "mistral": {"num_key_value_heads": 8, "max_position_embeddings": 4096 * 32,
                               "sliding_window": 4096},
                   "qwen2": {"num_key_value_heads": 32, "max_position_embeddings": 32768}}
-_LENGTH_KEY = "original_max_position_embeddings"
 
 
 class UnsupportedCheckpointError(ValueError):
@@ -133,10 +132,10 @@ def _rope_scaling(hf, where, max_positions):
     if partial not in (None, 1, 1.0):
         _reject(where, f"partial_rotary_factor is {partial} (GPT rotates whole heads)")
     params = {k: rope[key][k] for k in ROPE_SCALING_KEYS[kind] if k in rope[key]}  # HF ignores others
-    if kind == "llama3" and hf.get(_LENGTH_KEY) is not None:   # transformers: the top-level key wins
-        params[_LENGTH_KEY] = hf[_LENGTH_KEY]
+    if kind == "llama3" and hf.get(ROPE_LENGTH_KEY) is not None:   # transformers: the top-level key wins
+        params[ROPE_LENGTH_KEY] = hf[ROPE_LENGTH_KEY]
     if kind == "dynamic":       # HF's dynamic NTK keeps the base up to max_position_embeddings
-        params[_LENGTH_KEY] = max_positions
+        params[ROPE_LENGTH_KEY] = max_positions
     return check_rope_scaling({"rope_type": kind, **params}, where, default_length=max_positions)
 
 
@@ -220,7 +219,7 @@ def _architecture_to_hf(cfg):
     if cfg.rope_scaling:
         out["rope_scaling"] = dict(cfg.rope_scaling)
         if cfg.rope_scaling["rope_type"] == "dynamic":   # HF's dynamic reads max_position_embeddings
-            del out["rope_scaling"][_LENGTH_KEY]
+            del out["rope_scaling"][ROPE_LENGTH_KEY]
     if cfg.hf_model_type == "mistral":
         out["sliding_window"] = cfg.sliding_window
     if cfg.hf_model_type == "qwen2":

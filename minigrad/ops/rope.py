@@ -23,7 +23,7 @@ ROPE_SCALING_KEYS = {
     "dynamic": ("factor", "original_max_position_embeddings"),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
 }
-_LENGTH_KEY = "original_max_position_embeddings"
+ROPE_LENGTH_KEY = "original_max_position_embeddings"
 
 
 def check_rope_scaling(scaling, where="rope", base=None, default_length=None):
@@ -53,13 +53,13 @@ def check_rope_scaling(scaling, where="rope", base=None, default_length=None):
         raise ValueError(f"{where}: rope_scaling of type {kind!r} has unknown keys {unknown} (takes {keys})")
     if plain:
         return None
-    if _LENGTH_KEY in keys and params.get(_LENGTH_KEY) is None and default_length is not None:
-        params[_LENGTH_KEY] = default_length
+    if ROPE_LENGTH_KEY in keys and params.get(ROPE_LENGTH_KEY) is None and default_length is not None:
+        params[ROPE_LENGTH_KEY] = default_length
     out = {"rope_type": kind}
     for key in keys:
         if params.get(key) is None:
             raise ValueError(f"{where}: rope_scaling of type {kind!r} needs {key!r}")
-        out[key] = (check_int(where, key, params[key], 1) if key == _LENGTH_KEY
+        out[key] = (check_int(where, key, params[key], 1) if key == ROPE_LENGTH_KEY
                     else check_finite_scalar(where, key, params[key], positive=True))
     return out
 
@@ -166,9 +166,9 @@ def _setup(op, x_shape, hd, positions, T, base, dtype, scaling):
 def _check_dynamic_length(op, scaling, n):
     """Dynamic NTK RoPE is plain RoPE up to its original length; beyond, HF changes the base with
     the sequence length (and keeps cached keys rotated by the old one): not implemented."""
-    if scaling and scaling["rope_type"] == "dynamic" and n > scaling[_LENGTH_KEY]:
+    if scaling and scaling["rope_type"] == "dynamic" and n > scaling[ROPE_LENGTH_KEY]:
         raise ValueError(f"{op}: dynamic RoPE scaling beyond original_max_position_embeddings "
-                         f"{scaling[_LENGTH_KEY]} (position {n - 1}) is not implemented")
+                         f"{scaling[ROPE_LENGTH_KEY]} (position {n - 1}) is not implemented")
 
 
 class RoPE(Function):

@@ -244,10 +244,9 @@ class RWKV7TimeMix(Function):
         need = dict(zip(TIME_MIX_PARAMS, ctx.needs_input_grad[4:]))
         grads = dict.fromkeys(TIME_MIX_PARAMS)
 
-        def wgrad(name, ga, xin):       # weight grad of `xin @ W.T` (W (out, in)) or `xin @ W`
+        def wgrad(name, ga, xin):       # grad of W (out, in) in `xin @ W.T`: ga^T xin
             if need[name]:
-                a, b = (ga, xin) if name.endswith("weight") else (xin, ga)
-                grads[name] = gemm(a, b, trans_a=True)
+                grads[name] = gemm(ga, xin, trans_a=True)
 
         def lora_wgrads(items):         # (name, xin, ga): grad of W in `xin @ W`, as one batch
             items = [(name, xin, ga) for name, xin, ga in items if need[name]]
@@ -320,7 +319,7 @@ class RWKV7TimeMix(Function):
         for n, gxn in (("w", gxw), ("a", gxa), ("g", gxg)):
             gemm(g_h[n], p[n + "1"], trans_b=True, out=gxn)
         if layer_id > 0:
-            gxv += gemm(g_h["v"], p["v1"], trans_b=True)
+            gemm(g_h["v"], p["v1"], trans_b=True, out=gxv, accumulate=True)
 
         # token shift
         gx = np.empty_like(x)
