@@ -35,7 +35,7 @@ from minigrad.data import (
 )
 from minigrad.data.batching import sampler_generator
 from minigrad.kernels.validate import check_finite_scalar, check_int
-from minigrad.models.sampling import check_sampling
+from minigrad.models.sampling import check_sampling, check_streamer
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
 from minigrad.random import generator_from_state
 
@@ -258,6 +258,8 @@ def generate_text(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=N
     sliding `window` (default its config's max_seq_len): once the context fills it, generation restarts
     from the newest window/2 tokens. Recurrent models (RWKV-7) continue in one go. generate_kwargs
     (min_p, repetition_penalty, eos_token_id, ...) go to every `model.generate` call; an eos stops it all.
+    A streamer (e.g. models.TextStreamer(tokenizer)) sees one generation across the windows: put(the
+    prompt ids (1, T)), put each new id (1,) once, end() once.
     """
     ids = tokenizer.encode(prompt)
     if len(ids) == 0:
@@ -270,6 +272,7 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
                  **generate_kwargs):
     """`ids` (1-D) followed by up to `tokens` sampled ids, through a sliding window as in
     `generate_text` (fewer when generation stops at an eos_token_id)."""
+    streamer = check_streamer(generate_kwargs.pop("streamer", None))
     tokens = check_int("generate", "tokens", tokens, 0)
     seed = check_int("generate", "seed", seed, 0)     # each window samples with seed + its index
     limit = getattr(getattr(model, "config", None), "max_seq_len", None)
@@ -285,6 +288,9 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
     eos = None if eos is None else set(np.atleast_1d(eos).tolist())
     model.eval()
     out, produced, chunk = list(ids.tolist()), 0, 0
+    if streamer is not None:
+        streamer.put(np.asarray(out, dtype=np.int64)[None, :])
+        generate_kwargs["streamer"] = _WindowStreamer(streamer)
     while produced < tokens:
         context = out if window is None else out[-(window - 1 if chunk == 0 else max(1, window // 2)):]
         n = tokens - produced if window is None else min(tokens - produced, window - len(context))
@@ -295,7 +301,27 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
         if len(got) < n or (eos is not None and got and got[-1] in eos):    # stopped at an eos
             break
         produced, chunk = produced + n, chunk + 1
+    if streamer is not None:
+        streamer.end()
     return np.asarray(out, dtype=np.int64)
+
+
+class _WindowStreamer:
+    """Passes the new ids of one `model.generate` call of generate_ids to the caller's streamer,
+    dropping the call's put(prompt) (its window of ids the streamer has seen) and its end():
+    generate_ids puts the whole prompt once and ends once."""
+
+    def __init__(self, streamer):
+        self.streamer, self.prompt_next = streamer, True
+
+    def put(self, ids):
+        if self.prompt_next:
+            self.prompt_next = False
+        else:
+            self.streamer.put(ids)
+
+    def end(self):
+        self.prompt_next = True
 
 
 def _event_step(line):

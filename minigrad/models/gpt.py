@@ -29,7 +29,7 @@ from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
-from minigrad.models.sampling import Sampler, check_new_tokens
+from minigrad.models.sampling import Sampler, check_new_tokens, left_padding
 from minigrad.nn.lora import fused_weight, needs_call
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
@@ -281,12 +281,16 @@ class LlamaAttention(_Packed):
         self.cfg = cfg
         self._add_projections(cfg, "self_attn.", dtype)
 
-    def forward(self, x, cache=None, start=0):
+    def forward(self, x, cache=None, start=0, pads=None):
         """x (B, T, C) -> (B, T, C). With a cache (k, v of (B, T_max, Hkv, hd)) the new keys and
-        values are written at positions start .. start+T and the queries attend to all of 0 .. start+T."""
+        values are written at columns start .. start+T and the queries attend to all of 0 .. start+T.
+        pads (B,), with a cache only: rows left-padded by that many columns (`_left_padded`)."""
         cfg = self.cfg
         B, T, C = x.shape
         qkv = self.project(x)
+        if pads is not None:
+            o = self._left_padded(qkv, cache, start, pads)
+            return self.o_proj(o.reshape(B, T, cfg.n_head * cfg.head_dim))
         layout = QKV_LAYOUT if cache is None else "bthd"      # the cache is (B, T_max, Hkv, hd)
         q, k, v = split_qkv_rope(qkv, start, cfg.n_head, cfg.kv_heads, cfg.rope_base, layout=layout,
                                  scaling=cfg.rope_scaling)
@@ -300,6 +304,55 @@ class LlamaAttention(_Packed):
             o = Tensor(np.ascontiguousarray(
                 attention_inference(q.data, kc[:, :end], vc[:, :end], layout="bthd")))
         return self.o_proj(o.reshape(B, T, cfg.n_head * cfg.head_dim))
+
+    def _left_padded(self, qkv, cache, start, pads):
+        """Inference on rows left-padded by pads (B,) columns (generate's attention_mask), no grad:
+        the packed qkv (B, T, W) of columns start .. start+T -> o (B, T, Hq, hd) Tensor.
+
+        q and k are rotated at each row's own positions (`padded_positions`: HF's cumsum(mask) - 1),
+        k and v written to the cache (B, T_max, Hkv, hd), and each query attends to its row's
+        keys from column pads[b] up to its own column (`padded_attention`): no query, in the prefill
+        or at any later step, ever sees a pad."""
+        cfg = self.cfg
+        B, T, W = qkv.shape
+        positions = padded_positions(pads, start, T)
+        # one kernel call for all rows: the batch laid along time, every column with its own position
+        q, k, v = (t.data.reshape(B, T, *t.shape[2:]) for t in split_qkv_rope(
+            qkv.reshape(1, B * T, W), positions.reshape(-1), cfg.n_head, cfg.kv_heads, cfg.rope_base,
+            layout="bthd", scaling=cfg.rope_scaling))
+        kc, vc = cache
+        kc[:, start:start + T] = k
+        vc[:, start:start + T] = v
+        return Tensor(padded_attention(q, kc[:, :start + T], vc[:, :start + T], pads))
+
+
+def padded_positions(pads, start, T):
+    """RoPE positions (B, T) of columns start .. start+T-1 of rows left-padded by pads (B,) columns:
+    column - pads[b], HF's cumsum(attention_mask) - 1 (0 on the pads themselves, never attended)."""
+    return np.maximum(start + np.arange(T) - pads[:, None], 0)
+
+
+def padded_attention(q, k, v, pads):
+    """softmax(q k^T / sqrt(hd)) v of left-padded rows, numpy in and out, no grad.
+
+    q (B, Tq, Hq, hd): the newest Tq columns; k, v (B, Tk, Hkv, hd): columns 0 .. Tk-1 (a KV cache's
+    filled part), Hq % Hkv == 0 (GQA). Query i sits at column Tk - Tq + i and attends to the keys j
+    with pads[b] <= j <= its column: causal, and never a pad (HF's attention_mask). A query with no
+    such key (a pad's own) gets zeros. Runs F.scaled_dot_product_attention with a bool mask, which
+    forms the (B, Hq, Tq, Tk) scores: T x T per head for a prompt, fine for generation (the fused
+    kernel has no key mask). -> o (B, Tq, Hq, hd)."""
+    Tq, Tk = q.shape[1], k.shape[1]
+    cols = np.arange(Tk)
+    visible = (cols <= Tk - Tq + np.arange(Tq)[:, None]) & (cols >= pads[:, None, None])     # (B, Tq, Tk)
+    heads_first = [Tensor(x.transpose(0, 2, 1, 3)) for x in (q, k, v)]
+    o = F.scaled_dot_product_attention(*heads_first, attn_mask=Tensor(visible[:, None]), enable_gqa=True)
+    return o.data.transpose(0, 2, 1, 3)
+
+
+def _cache_args(cache, start, pads):
+    """The cache arguments of a layer or attention call as a module: (cache, start), and pads only
+    when set, so that hooks see the arguments they always saw unless generation pads the rows."""
+    return (cache, start) if pads is None else (cache, start, pads)
 
 
 class LlamaMLP(_Packed):
@@ -321,14 +374,15 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = LlamaRMSNorm(cfg.d_model, cfg.norm_eps, dtype)
         self.post_attention_layernorm = LlamaRMSNorm(cfg.d_model, cfg.norm_eps, dtype)
 
-    def forward(self, x, cache=None, start=0):
-        x = x + self.self_attn(self.input_layernorm(x), cache, start)
+    def forward(self, x, cache=None, start=0, pads=None):
+        """x (B, T, C) -> (B, T, C); cache, start, pads: as LlamaAttention.forward."""
+        x = x + self.self_attn(self.input_layernorm(x), *_cache_args(cache, start, pads))
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_normed(self, x, h, next_norm, cache=None, start=0):
+    def forward_normed(self, x, h, next_norm, cache=None, start=0, pads=None):
         """The same block on the residual stream x with h = input_layernorm(x) already computed;
         returns (x', next_norm(x')), each residual add fused with the norm after it."""
-        x, h = self.post_attention_layernorm.add(x, self.self_attn(h, cache, start))
+        x, h = self.post_attention_layernorm.add(x, self.self_attn(h, cache, start, pads))
         return next_norm.add(x, self.mlp(h))
 
 
@@ -376,8 +430,11 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         """Logits from the final-normed hidden states h: the tied embedding matrix, or lm_head."""
         return linear(h, self.embed_tokens.weight) if self.config.tie_embeddings else self.lm_head(h)
 
-    def forward(self, idx, caches=None, start=0):
-        """idx (B, T) int -> logits (B, T, V). caches/start: KV-cache decoding (see generate)."""
+    def forward(self, idx, caches=None, start=0, pads=None):
+        """idx (B, T) int -> logits (B, T, V). caches/start: KV-cache decoding (see generate); pads
+        (B,) int, with caches only: rows left-padded by that many columns (generate's attention_mask)."""
+        if pads is not None and caches is None:
+            raise ValueError("GPT: pads (left-padded rows) need caches: they are for generate")
         ids = self._ids(idx, self.config.max_seq_len - start)
         x = self.embed_tokens(ids)
         layers = list(self.layers)
@@ -386,20 +443,22 @@ class GPT(GradientCheckpointingMixin, nn.Module):
             ckpt = None
         if self.has_hooks():        # every layer and norm called as a module, so that its hooks fire
             for i, layer in enumerate(layers):
-                cache = None if caches is None else caches[i]
-                x = layer(x, cache, start) if ckpt is None else checkpoint(layer, x, **ckpt)
+                args = _cache_args(None if caches is None else caches[i], start, pads)
+                x = layer(x, *args) if ckpt is None else checkpoint(layer, x, **ckpt)
             return self._head(self.norm(x))
         h = layers[0].input_layernorm(x)
         for i, layer in enumerate(layers):
             next_norm = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.norm
             if ckpt is None:
-                x, h = layer.forward_normed(x, h, next_norm, None if caches is None else caches[i], start)
+                cache = None if caches is None else caches[i]
+                x, h = layer.forward_normed(x, h, next_norm, cache, start, pads)
             else:
                 x, h = checkpoint(layer.forward_normed, x, h, next_norm, **ckpt)
         return self._head(h)
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, *,
-                 eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None):
+                 eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
+                 attention_mask=None, streamer=None):
         """Extend idx (B, T) by up to max_new_tokens sampled tokens; returns a (B, T + new) int64 Tensor.
 
         One forward over the prompt fills a KV cache; every later token costs one position.
@@ -410,6 +469,15 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         pad_token_id (default: the first eos id) after it; generation stops once every row has.
         Hugging Face `generate` semantics (see minigrad.models.sampling.Sampler).
         T + max_new_tokens must fit in max_seq_len.
+
+        attention_mask (B, T) of 0/1: prompts of different lengths, left-padded (sampling.left_padding).
+        Each row then generates what its unpadded prompt alone would: positions count from its first
+        token, no query ever attends to a pad, and the repetition penalty ignores the pads (as HF).
+        The padded path runs attention through F.scaled_dot_product_attention with a key mask
+        (`padded_attention`: the prefill forms T x T scores per head, fine for a prompt, and every
+        step reads the whole cache); with no mask, or no row padded, the fused kernel runs as before.
+        streamer: HF's protocol, put(prompt (B, T)), put(new ids (B,)) per step, end() (e.g.
+        sampling.TextStreamer).
         """
         cfg = self.config
         ids = self._ids(idx, cfg.max_seq_len)
@@ -418,9 +486,10 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         if T0 + max_new_tokens > cfg.max_seq_len:
             raise ValueError(f"generate: prompt {T0} + max_new_tokens {max_new_tokens} exceeds "
                              f"max_seq_len {cfg.max_seq_len}")
+        pads = left_padding(attention_mask, ids.shape)
         sampler = Sampler(ids, max_new_tokens, cfg.vocab_size, temperature, top_k, top_p, seed,
                           eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                          repetition_penalty=repetition_penalty, min_p=min_p)
+                          repetition_penalty=repetition_penalty, min_p=min_p, pads=pads, streamer=streamer)
         shape = (B, T0 + max_new_tokens, cfg.kv_heads, cfg.head_dim)
         caches = [(np.empty(shape, self.dtype), np.empty(shape, self.dtype)) for _ in self.layers]
         was_training = self.training
@@ -431,17 +500,18 @@ class GPT(GradientCheckpointingMixin, nn.Module):
                 m.freeze_pack(True)
             with no_grad():
                 # the prompt in one forward, all threads
-                more = not sampler.done and sampler.push(self.forward(ids, caches, 0).data[:, -1])
+                more = not sampler.done and sampler.push(self.forward(ids, caches, 0, pads).data[:, -1])
                 # one position per step: too little work to split over threads (threads.kernel_threads;
                 # measured 2 -> 1 thread, 2 vCPUs: small model B=1 229 -> 517-658 tok/s, B=8 1380 -> 2351)
                 with serial_blas(), kernel_threads(1):
                     while more:
-                        t = sampler.length - 1          # the position of the newest token
-                        more = sampler.push(self.forward(sampler.last[:, None], caches, t).data[:, -1])
+                        t = sampler.length - 1          # the column of the newest token
+                        more = sampler.push(self.forward(sampler.last[:, None], caches, t, pads).data[:, -1])
         finally:
             for m in packs:
                 m.freeze_pack(False)
             self.train(was_training)
+        sampler.finish()
         return Tensor(sampler.sequences())
 
     def load_state_dict(self, state_dict, strict=True):

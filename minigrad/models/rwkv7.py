@@ -20,7 +20,7 @@ from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_index
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
-from minigrad.models.sampling import Sampler, check_new_tokens
+from minigrad.models.sampling import Sampler, check_new_tokens, left_padding
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.nn.lora import LoraLinear, frozen_adapters, fused_weight
 from minigrad.ops.rwkv7 import add_layer_norm
@@ -288,29 +288,60 @@ class RWKV7(GradientCheckpointingMixin, Module):
 
     # ---- generation --------------------------------------------------------------------------
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, *,
-                 eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None):
+                 eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
+                 attention_mask=None, streamer=None):
         """Continue each row of idx (B, T) by up to `max_new_tokens` sampled tokens -> (B, T + new).
 
         The prompt runs in parallel once; then one token at a time through the recurrent state, so
         memory stays constant per token (no cache grows). temperature 0 means greedy (argmax).
-        The sampling controls (top_k, top_p, min_p, repetition_penalty, eos_token_id, pad_token_id)
-        and the early stop once every row has sampled an eos id are those of GPT.generate
-        (Hugging Face semantics, minigrad.models.sampling.Sampler). Returns an int64 Tensor.
+        The sampling controls (top_k, top_p, min_p, repetition_penalty, eos_token_id, pad_token_id),
+        the early stop once every row has sampled an eos id, attention_mask (left-padded prompts of
+        different lengths: each row generates what its unpadded prompt alone would) and streamer are
+        those of GPT.generate (Hugging Face semantics, minigrad.models.sampling). With padded rows the
+        prompt runs per group of rows of one length (`_prefill_left_padded`). Returns an int64 Tensor.
         """
         max_new_tokens = check_new_tokens(max_new_tokens)
         tokens = self._check_idx(idx)
+        pads = left_padding(attention_mask, tokens.shape)
         sampler = Sampler(tokens, max_new_tokens, self.config.vocab_size, temperature, top_k, top_p, seed,
                           eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                          repetition_penalty=repetition_penalty, min_p=min_p)
+                          repetition_penalty=repetition_penalty, min_p=min_p, pads=pads, streamer=streamer)
         was_training = self.training
         self.eval()                                 # as GPT.generate: no (LoRA) dropout
         try:
             with no_grad(), frozen_adapters(self):  # LoRA weights W + s B A built once, not per token
                 if not sampler.done:
-                    logits, state = self._run(tokens, None)
+                    last, state = self._prefill(tokens, pads)
                     with serial_blas():
-                        while sampler.push(logits.data[:, -1]):
+                        while sampler.push(last):
                             logits, state = self._run(sampler.last[:, None], state)
+                            last = logits.data[:, -1]
         finally:
             self.train(was_training)
+        sampler.finish()
         return Tensor(sampler.sequences())
+
+    def _prefill(self, tokens, pads):
+        """The prompt tokens (B, T) through the model from the start -> (next-token logits (B, V) of
+        each row, state); pads (B,) or None: see _prefill_left_padded."""
+        if pads is not None:
+            return self._prefill_left_padded(tokens, pads)
+        logits, state = self._run(tokens, None)
+        return logits.data[:, -1], state
+
+    def _prefill_left_padded(self, tokens, pads):
+        """`_prefill` of rows left-padded by pads (B,) columns: a recurrence has no mask, so each row's
+        tokens without its pads run from the zero state, the rows of one length as one batch, and
+        their logits and states are gathered in the batch's order: each row exactly as alone."""
+        B, T = tokens.shape
+        lengths = T - pads
+        last = np.empty((B, self.config.vocab_size), self.dtype)
+        state = self.init_state(B)
+        for n in np.unique(lengths):
+            rows = np.flatnonzero(lengths == n)
+            logits, group_state = self._run(tokens[rows, T - n:], None)
+            last[rows] = logits.data[:, -1]
+            for layer, group_layer in zip(state, group_state):
+                for whole, part in zip(layer, group_layer):
+                    whole.data[rows] = part.data
+        return last, state

@@ -1,12 +1,17 @@
-"""Next-token sampling shared by every model's `generate`.
+"""Next-token sampling, prompt padding and token streaming shared by every model's `generate`.
 
 `sample` picks one token per row of logits; `Sampler` holds the state of one `generate` call (the
-sequences so far, the rng, the rows finished by an eos id) and applies the Hugging Face controls in
-HF's order of processors: repetition penalty on the raw logits, then temperature, top-k, top-p, min-p.
+sequences so far, the rng, the rows finished by an eos id, the streamer) and applies the Hugging Face
+controls in HF's order of processors: repetition penalty on the raw logits, then temperature, top-k,
+top-p, min-p. `left_padding` reads HF's attention_mask of a batch of prompts of different lengths;
+`TextStreamer` prints the text of a generation as it grows (HF's streamer protocol: put / end).
 """
+import sys
+
 import numpy as np
 
 from minigrad.kernels.validate import check_finite_scalar, check_int, check_number, check_seed
+from minigrad.tensor import Tensor
 
 
 def check_sampling(temperature, top_k, top_p):
@@ -66,6 +71,58 @@ def check_pad(pad_token_id, eos, vocab_size):
     if pad_token_id is not None:
         return _check_token_id("pad_token_id", pad_token_id, vocab_size)
     return None if eos is None else int(eos[0])
+
+
+def left_padding(attention_mask, shape):
+    """HF's attention_mask of a prompt batch of `shape` (B, T) as the number of left pads per row.
+
+    attention_mask: None or (B, T) of 0/1 (ints or bools; array, Tensor or nested lists), 1 on the
+    tokens and 0 on the padding, which must come first in its row (HF's padding_side="left": a
+    decoder-only model's new tokens follow the last column). Returns pads (B,) int64, or None when
+    there is no mask or no row is padded (then `generate` runs its unmasked path, unchanged).
+    TypeError for another dtype; ValueError naming attention_mask for another shape, values other
+    than 0/1, a 0 after a 1 (right or inner padding) or a row of zeros (a row without a prompt)."""
+    if attention_mask is None:
+        return None
+    mask = attention_mask.data if isinstance(attention_mask, Tensor) else np.asarray(attention_mask)
+    if mask.dtype.kind not in "biu":
+        raise TypeError(f"generate: attention_mask must hold 0/1 as ints or bools, got dtype {mask.dtype}")
+    if mask.shape != tuple(shape):
+        raise ValueError(f"generate: attention_mask has shape {mask.shape}, the prompt has {tuple(shape)}")
+    if not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"generate: attention_mask must hold only 0 and 1, got {np.unique(mask).tolist()}")
+    mask = mask.astype(bool)
+    empty = np.flatnonzero(~mask.any(-1))
+    if empty.size:
+        raise ValueError(f"generate: attention_mask row {empty[0]} is all zeros: every row needs at least "
+                         "one prompt token")
+    inner = np.flatnonzero((mask[:, :-1] & ~mask[:, 1:]).any(-1))
+    if inner.size:
+        raise ValueError(f"generate: attention_mask row {inner[0]} has a 0 after a 1: only left padding is "
+                         "supported (pads first in each row, as tokenizers with padding_side='left')")
+    pads = (~mask).sum(-1).astype(np.int64)
+    return pads if pads.any() else None
+
+
+def check_streamer(streamer):
+    """streamer: None or an object with callable put(ids) and end() (HF's BaseStreamer protocol)."""
+    if streamer is not None and not all(callable(getattr(streamer, m, None)) for m in ("put", "end")):
+        raise TypeError("generate: streamer must have put(ids) and end() methods (Hugging Face's streamer "
+                        f"protocol), got {type(streamer).__name__}")
+    return streamer
+
+
+def prompt_tokens(prompt, vocab_size, pads=None):
+    """(B, vocab_size) bool: the tokens in each row of prompt (B, T), its `pads` left pads not counted
+    (HF's repetition penalty ignores them: prompt_ignore_length = the attention_mask's pad counts)."""
+    B, T = prompt.shape
+    seen = np.zeros((B, vocab_size), bool)
+    if pads is None:
+        np.put_along_axis(seen, prompt, True, -1)
+    else:
+        real = np.arange(T) >= pads[:, None]
+        seen[np.nonzero(real)[0], prompt[real]] = True
+    return seen
 
 
 def penalize_repetition(logits, seen, penalty):
@@ -146,14 +203,18 @@ class Sampler:
     """One `generate` call's token choice, with Hugging Face `generate` semantics.
 
     Holds the sequences (B, T + max_new_tokens) as they grow from the prompt, the rng, and for the
-    repetition penalty the tokens present in each row (prompt included). `push(logits)` appends one
-    id per row; once a row samples an eos id it is finished and gets pad_token_id ever after, and
-    generation is `done` when every row has finished or max_new_tokens are in. Every argument is
-    validated here (TypeError / ValueError naming it).
+    repetition penalty the tokens present in each row (prompt included, its `pads` left pads (B,)
+    not: `left_padding`). `push(logits)` appends one id per row; once a row samples an eos id it is
+    finished and gets pad_token_id ever after, and generation is `done` when every row has finished
+    or max_new_tokens are in. Every argument is validated here (TypeError / ValueError naming it).
+
+    A streamer gets HF's calls in HF's order: put(prompt (B, T)) here, put(new ids (B,)) at every
+    push (a finished row's pad_token_id included), both int64 numpy copies, and end() at `finish()`.
     """
 
     def __init__(self, prompt, max_new_tokens, vocab_size, temperature=1.0, top_k=None, top_p=None,
-                 seed=None, eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None):
+                 seed=None, eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
+                 pads=None, streamer=None):
         check_sampling(temperature, top_k, top_p)
         self.rng = np.random.default_rng(check_seed("generate", seed))
         self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
@@ -161,6 +222,7 @@ class Sampler:
         self.pad = check_pad(pad_token_id, self.eos, vocab_size)
         self.penalty = check_repetition_penalty(repetition_penalty)
         self.min_p = check_min_p(min_p)
+        self.streamer = check_streamer(streamer)
         B, T = prompt.shape
         self.out = np.empty((B, T + max_new_tokens), np.int64)
         self.out[:, :T] = prompt
@@ -168,8 +230,9 @@ class Sampler:
         self.finished = np.zeros(B, bool)
         self.seen = None
         if self.penalty != 1.0:
-            self.seen = np.zeros((B, vocab_size), bool)
-            np.put_along_axis(self.seen, self.out[:, :T], True, -1)
+            self.seen = prompt_tokens(self.out[:, :T], vocab_size, pads)
+        if self.streamer is not None:
+            self.streamer.put(self.out[:, :T].copy())
 
     @property
     def done(self):
@@ -185,8 +248,15 @@ class Sampler:
         """Append the ids chosen from next-token logits (B, V) unless done; True while more are wanted."""
         if not self.done:
             self.out[:, self.length] = self._choose(logits)
+            if self.streamer is not None:
+                self.streamer.put(self.out[:, self.length].copy())
             self.length += 1
         return not self.done
+
+    def finish(self):
+        """The end of generation: the streamer's end()."""
+        if self.streamer is not None:
+            self.streamer.end()
 
     def sequences(self):
         """The prompt and the new ids, (B, T + n) int64 with n <= max_new_tokens."""
@@ -204,3 +274,63 @@ class Sampler:
         if self.seen is not None:
             self.seen[np.arange(len(nxt)), nxt] = True
         return nxt
+
+
+class TextStreamer:
+    """Prints a generation's text as it grows: pass it as `generate(..., streamer=TextStreamer(tok))`
+    (or to train.generate_text). Hugging Face's TextStreamer protocol, batch size 1 only.
+
+    put(ids) takes the prompt (1, T) first (skipped with skip_prompt), then each step's new ids (1,);
+    end() prints what is left and a newline (as HF's). Each put decodes the ids since the last
+    newline and prints only the text that can no longer change: a token need not be a whole
+    character (ByteTokenizer: one byte of a multi-byte UTF-8 character), and a trailing incomplete
+    one decodes to U+FFFD, which is held back until the next token completes it. So everything
+    printed, joined, is tokenizer.decode(every id) followed by the newline. file: where to print
+    (None: sys.stdout at print time); decode_kwargs go to tokenizer.decode (HF tokenizers'
+    skip_special_tokens); override `on_finalized_text(text, stream_end)` to send the text elsewhere.
+    """
+
+    def __init__(self, tokenizer, skip_prompt=False, file=None, **decode_kwargs):
+        if not callable(getattr(tokenizer, "decode", None)):
+            raise TypeError("TextStreamer: tokenizer must have a decode(ids) method, got "
+                            f"{type(tokenizer).__name__}")
+        self.tokenizer, self.skip_prompt, self.file = tokenizer, bool(skip_prompt), file
+        self.decode_kwargs = decode_kwargs
+        self._reset()
+
+    def _reset(self):
+        """Ready for a new generation: nothing held, the next put is a prompt."""
+        self.token_cache, self.print_len, self.next_tokens_are_prompt = [], 0, True
+
+    def put(self, value):
+        """Take the ids (1, T) or (1,) / (T,) of one call, print the text that is final."""
+        value = value.data if isinstance(value, Tensor) else np.asarray(value)
+        if value.ndim > 1 and value.shape[0] > 1:
+            raise ValueError("TextStreamer only supports batch size 1")
+        is_prompt, self.next_tokens_are_prompt = self.next_tokens_are_prompt, False
+        if self.skip_prompt and is_prompt:
+            return
+        self.token_cache.extend(value.reshape(-1).tolist())
+        text = self._decode(self.token_cache)
+        if text.endswith("\n"):         # final: restart the cache, keeping the last token as context
+            printable = text[self.print_len:]
+            self.token_cache = self.token_cache[-1:]
+            self.print_len = len(self._decode(self.token_cache))
+        else:
+            printable = text[self.print_len:len(text.rstrip("\ufffd"))]
+            self.print_len += len(printable)
+        self.on_finalized_text(printable)
+
+    def end(self):
+        """Print the rest (held back characters included) and a newline; ready for the next generation."""
+        printable = self._decode(self.token_cache)[self.print_len:] if self.token_cache else ""
+        self._reset()
+        self.on_finalized_text(printable, stream_end=True)
+
+    def _decode(self, ids):
+        return self.tokenizer.decode(np.asarray(ids, np.int64), **self.decode_kwargs)
+
+    def on_finalized_text(self, text, stream_end=False):
+        """Print `text` (a newline after it at the end of the stream) and flush."""
+        print(text, file=self.file if self.file is not None else sys.stdout, flush=True,
+              end=None if stream_end else "")
