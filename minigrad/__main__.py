@@ -65,26 +65,45 @@ def _add_train_args(p):
     a("--no-plot", dest="plot", action="store_false", default=None, help="do not write loss.png")
 
 
+CKPT_HELP = ("a minigrad run directory (its newest checkpoint) or ckpt_*.safetensors file, a Hugging Face "
+             "model directory (config.json + weights: Llama, Mistral, Qwen2), a llama.cpp .gguf file, or "
+             "an official RWKV-7 .pth/.safetensors file")
+TOKENIZER_HELP = ("read text with this tokenizer instead of the model's own: a tokenizer.json (Hugging Face "
+                  "tokenizers) or an RWKV vocabulary .txt (default: the checkpoint's; tokenizer.json of a "
+                  "Hugging Face directory; the GGUF's; for RWKV-7 the World vocabulary in the `rwkv` "
+                  "package)")
+
+SAMPLE_EPILOG = """examples:
+  python -m minigrad sample --ckpt runs/gpt-small --prompt "ROMEO:" --tokens 300
+  python -m minigrad sample --ckpt ~/models/SmolLM2-135M --prompt "Once upon a time" --tokens 50
+  python -m minigrad sample --ckpt SmolLM2-135M-Instruct.Q4_1.gguf --prompt "The capital of France is"
+  python -m minigrad sample --ckpt RWKV-x070-World-0.1B.pth --prompt "Hello"
+"""
+
 EVAL_EPILOG = """examples:
   python -m minigrad eval --ckpt runs/gpt-small              # the run's validation split
   python -m minigrad eval --ckpt runs/rwkv --stateful --json # the split as one sequence, as JSON
   python -m minigrad eval --ckpt runs/gpt-small --data my_book.txt
+  python -m minigrad eval --ckpt ~/models/SmolLM2-135M --data notes.txt --seq-len 512
 """
 
 
 def _add_eval_args(p):
     a = p.add_argument
-    a("--ckpt", required=True, help="a run directory (its newest checkpoint) or a ckpt_*.safetensors file")
+    a("--ckpt", required=True, help=CKPT_HELP)
     a("--data", help="a text file or a directory of them, read with the checkpoint's tokenizer "
-                     "(default: the corpus the run was trained on)")
+                     "(default: the corpus the run was trained on; required for a pretrained model)")
     a("--split", choices=["val", "train", "all"],
       help="which part of the text: the run's trailing val_fraction (val), the rest (train) or all; "
            "default val for the run's corpus, all for --data")
-    a("--seq-len", type=int, help="tokens per window (default the run's --seq-len)")
-    a("--batch-size", type=int, help="windows per forward pass (default the run's --batch-size)")
+    a("--seq-len", type=int, help="tokens per window (default the run's --seq-len; for a pretrained model "
+                                  "min(max_seq_len, 1024) for a GPT, 1024 for RWKV-7)")
+    a("--batch-size", type=int, help="windows per forward pass (default the run's --batch-size; 1 for a "
+                                     "pretrained model)")
     a("--max-tokens", type=int, help="evaluate only the first N tokens of the split")
     a("--stateful", action="store_true",
       help="RWKV-7: carry the recurrent state from window to window (the split as one sequence, batch 1)")
+    a("--tokenizer", help=TOKENIZER_HELP)
     a("--threads", type=int, help="threads for kernels and BLAS")
     a("--json", action="store_true", help="print one JSON object instead of text lines")
 
@@ -123,46 +142,62 @@ def cmd_train(args):
     return 130 if result.get("interrupted") else 0
 
 
+CLI_ERRORS = (OSError, ValueError, TypeError, ImportError)   # printed as one line by `_error`
+
+
+def _run_window(ckpt):
+    """The context length a `minigrad train` run trained at (extra.train.seq_len), or None."""
+    from minigrad.kernels.validate import check_int
+
+    settings = (ckpt.extra or {}).get("train")      # a `minigrad train` run's TrainConfig
+    window = settings.get("seq_len") if isinstance(settings, dict) else None
+    return None if window is None else check_int("sample", f"{ckpt.path}: extra.train.seq_len", window, 1)
+
+
 def cmd_sample(args):
     import minigrad as mg
-    from minigrad import io
-    from minigrad.kernels.validate import check_int
     from minigrad.models.sampling import check_min_p, check_repetition_penalty
-    from minigrad.train import generate_text
+    from minigrad.pretrained import decode_known, load_pretrained
+    from minigrad.train import generate_ids
 
     try:
         controls = dict(repetition_penalty=check_repetition_penalty(args.repetition_penalty),
                         min_p=check_min_p(args.min_p))
         if args.threads is not None:      # --threads 0 is an error, as for train
             mg.set_num_threads(args.threads)
-        ckpt = io.load_checkpoint(args.ckpt)
-        model = ckpt.build_model()
-        if ckpt.tokenizer is None:
-            raise ValueError(f"{ckpt.path} has no tokenizer")
+        loaded = load_pretrained(args.ckpt, args.tokenizer)
+        if loaded.kind != "minigrad":     # a minigrad checkpoint prints only the text, as it always has
+            print(loaded.description, file=sys.stderr)
+        tok = loaded.tokenizer
         prompt = _unescape(args.prompt) if args.escapes else args.prompt
-        settings = (ckpt.extra or {}).get("train")      # a `minigrad train` run's TrainConfig
-        window = settings.get("seq_len") if isinstance(settings, dict) else None  # its context length
-        if window is not None:
-            window = check_int("sample", f"{ckpt.path}: extra.train.seq_len", window, 1)
-        text = generate_text(model, ckpt.tokenizer, prompt, args.tokens, args.temperature, args.top_k,
-                             args.top_p, seed=args.seed, window=window, **controls)
-    except (OSError, ValueError, TypeError) as e:
+        ids = tok.encode(prompt)
+        ids = ids if len(ids) else tok.encode("\n")      # as generate_text: something to continue
+        # a run's own training length; a pretrained GPT's max_seq_len (generate_ids' default); RWKV-7: none
+        window = _run_window(loaded.checkpoint) if loaded.checkpoint is not None else None
+        out = generate_ids(loaded.model, ids, args.tokens, args.temperature, args.top_k, args.top_p,
+                           seed=args.seed, window=window, eos_token_id=getattr(tok, "eos_token_id", None),
+                           **controls)
+        text, dropped = decode_known(tok, out)
+    except CLI_ERRORS as e:
         _error("sample", e)
         return 1
+    if dropped:
+        print(f"minigrad sample: note: {dropped} sampled id(s) >= the tokenizer's {tok.vocab_size} "
+              f"(the model's vocabulary is larger) have no text and were left out", file=sys.stderr)
     print(text)
     return 0
 
 
 def cmd_eval(args):
     import minigrad as mg
-    from minigrad.evaluate import evaluate_checkpoint, format_report
+    from minigrad.evaluate import evaluate_path, format_report
 
     try:
         if args.threads is not None:
             mg.set_num_threads(args.threads)
-        result = evaluate_checkpoint(args.ckpt, args.data, args.split, args.seq_len, args.batch_size,
-                                     args.max_tokens, args.stateful)
-    except (OSError, ValueError, TypeError) as e:
+        result = evaluate_path(args.ckpt, args.data, args.split, args.seq_len, args.batch_size,
+                               args.max_tokens, args.stateful, args.tokenizer)
+    except CLI_ERRORS as e:
         _error("eval", e)
         return 1
     print(_strict_json(result) if args.json else format_report(result))
@@ -203,6 +238,17 @@ def cmd_info(args):
 
     for key, value in mg.build_info().items():
         print(f"{key:>14}: {value}")
+    if args.ckpt is None:
+        return 0
+    from minigrad.pretrained import load_pretrained, summary
+
+    try:
+        loaded = load_pretrained(args.ckpt, args.tokenizer, need_tokenizer=False)
+    except CLI_ERRORS as e:
+        _error("info", e)
+        return 1
+    for key, value in summary(loaded).items():
+        print(f"{key:>14}: {value}")
     return 0
 
 
@@ -217,10 +263,14 @@ def build_parser():
     _add_train_args(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("sample", help="generate text from a checkpoint",
-                       description="Generate text from a trained checkpoint (its tokenizer is inside).")
-    p.add_argument("--ckpt", required=True,
-                   help="a run directory (its newest checkpoint is used) or a ckpt_*.safetensors file")
+    p = sub.add_parser("sample", help="generate text from a checkpoint or a pretrained model",
+                       description="Generate text from a trained checkpoint (its tokenizer is inside) or a "
+                                   "pretrained model (Hugging Face directory, GGUF, official RWKV-7), which "
+                                   "uses its own context window and stops at its tokenizer's end-of-text "
+                                   "token; what was loaded is printed on stderr.",
+                       epilog=SAMPLE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True, help=CKPT_HELP)
+    p.add_argument("--tokenizer", help=TOKENIZER_HELP)
     p.add_argument("--prompt", default="\n", help="text to continue (default a newline)")
     p.add_argument("--escapes", action="store_true",
                    help="interpret backslash escapes such as \\n in --prompt")
@@ -240,16 +290,21 @@ def build_parser():
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("eval", help="measure a checkpoint's loss, perplexity and bits/byte on text",
-                       description="Cross-entropy of a checkpoint on text, every token predicted once "
-                                   "through consecutive windows of --seq-len: loss (nats/token), perplexity, "
-                                   "bits per token and per UTF-8 byte. Default: the validation split of the "
-                                   "run's corpus.",
+                       description="Cross-entropy of a checkpoint or a pretrained model on text, every "
+                                   "token predicted once through consecutive windows of --seq-len: loss "
+                                   "(nats/token), perplexity, bits per token and per UTF-8 byte. Default: "
+                                   "the validation split of the run's corpus; a pretrained model needs "
+                                   "--data.",
                        epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_eval_args(p)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("info", help="print version, OpenMP, threads and BLAS",
-                       description="Print minigrad.build_info(): version, OpenMP on/off, thread count, BLAS.")
+    p = sub.add_parser("info", help="print version, OpenMP, threads and BLAS (and describe a model)",
+                       description="Print minigrad.build_info(): version, OpenMP on/off, thread count, "
+                                   "BLAS; with --ckpt also the model's kind, config, parameter count and "
+                                   "tokenizer.")
+    p.add_argument("--ckpt", help=CKPT_HELP)
+    p.add_argument("--tokenizer", help=TOKENIZER_HELP)
     p.set_defaults(func=cmd_info)
     return parser
 

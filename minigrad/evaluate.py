@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 import minigrad as mg
-from minigrad import io
+from minigrad import io, pretrained
 from minigrad.data import compact_ids, load_corpus
 from minigrad.kernels.validate import check_int
 from minigrad.train import TrainConfig, lm_loss, split_corpus
@@ -176,8 +176,7 @@ def checkpoint_split(ckpt, data=None, split=None):
     val_fraction, else TrainConfig's default)."""
     settings = train_settings(ckpt)
     split = split or ("val" if data is None else "all")
-    if split not in SPLITS:
-        raise ValueError(f"eval: unknown split {split!r}; choose from {', '.join(SPLITS)}")
+    _check_split(split)
     source = data if data is not None else settings.get("corpus")
     if source is None:
         raise ValueError(f"eval: {ckpt.path} records no training corpus (not a `minigrad train` run); "
@@ -188,8 +187,20 @@ def checkpoint_split(ckpt, data=None, split=None):
         if data is not None:
             raise
         raise type(e)(f"{e}; the run was trained on it: give its text with --data PATH") from None
-    fraction = 0.0 if split == "all" else settings.get("val_fraction", TrainConfig.val_fraction)
-    train_ids, val_ids = split_corpus(ckpt.tokenizer, text, fraction)
+    fraction = settings.get("val_fraction", TrainConfig.val_fraction)
+    return text_split(ckpt.tokenizer, text, desc, split, fraction)
+
+
+def _check_split(split):
+    if split not in SPLITS:
+        raise ValueError(f"eval: unknown split {split!r}; choose from {', '.join(SPLITS)}")
+
+
+def text_split(tokenizer, text, desc, split, val_fraction):
+    """(token ids, description) of one part of `text` (described by `desc`) as `train` splits a corpus:
+    the trailing `val_fraction` of its tokens ("val"), the rest ("train"), or all of them ("all")."""
+    fraction = 0.0 if split == "all" else val_fraction
+    train_ids, val_ids = split_corpus(tokenizer, text, fraction)
     ids = {"val": val_ids, "train": train_ids, "all": train_ids}[split]
     part = "all" if split == "all" else f"{split} split (val_fraction {fraction:g})"
     if len(ids) == 0:
@@ -198,34 +209,47 @@ def checkpoint_split(ckpt, data=None, split=None):
     return ids, f"{part} of {desc}"
 
 
-def load_for_eval(path):
-    """The checkpoint at `path` (a run directory or a file) with its tokenizer."""
+def _check_exists(path):
     if not os.path.exists(path):
-        raise FileNotFoundError(f"eval: no checkpoint at {path!r} (give a run directory or a "
-                                "ckpt_*.safetensors file)")
+        raise FileNotFoundError(f"eval: no checkpoint at {path!r} (accepted: {pretrained.ACCEPTED})")
+
+
+def load_for_eval(path, tokenizer=None):
+    """The checkpoint at `path` (a run directory or a file) with its tokenizer, or the one read from
+    the file `tokenizer` (a tokenizer.json or an RWKV vocabulary .txt) instead."""
+    _check_exists(path)
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         ckpt = io.load_checkpoint(path)     # when it fails, its error names every damaged file
     for w in skipped:                       # a damaged newest checkpoint passed over for an older one
         warnings.warn(w.message, w.category, stacklevel=2)
+    if tokenizer is not None:
+        ckpt.tokenizer = pretrained.load_tokenizer_file(tokenizer)
     if ckpt.tokenizer is None:
-        raise ValueError(f"eval: {ckpt.path} has no tokenizer, so there is no way to read text with it")
+        raise ValueError(f"eval: {ckpt.path} has no tokenizer, so there is no way to read text with it "
+                         f"(give one with --tokenizer PATH)")
     return ckpt
 
 
+def _checked_max_tokens(max_tokens):
+    return None if max_tokens is None else check_int("eval", "max_tokens", max_tokens, 1)
+
+
 def evaluate_checkpoint(path, data=None, split=None, seq_len=None, batch_size=None, max_tokens=None,
-                        stateful=False):
+                        stateful=False, tokenizer=None):
     """`evaluate_text` of the checkpoint at `path` on `checkpoint_split(ckpt, data, split)` (its first
     max_tokens + 1 tokens if given). seq_len and batch_size default to the run's (else the model's
-    max_seq_len up to 1024, and 8). The result also names the checkpoint, step, model and data."""
-    ckpt = load_for_eval(path)
+    max_seq_len up to 1024, and 8). `tokenizer`: a tokenizer file to read the text with instead of the
+    checkpoint's. The result also names the checkpoint, step, model and data."""
+    ckpt = load_for_eval(path, tokenizer)
     limit = ckpt.config.get("max_seq_len") if isinstance(ckpt.config, dict) else None
     seq_len = _default(seq_len, ckpt, "seq_len", min(limit or 1024, 1024))
     batch_size = _default(batch_size, ckpt, "batch_size", 8)
-    if max_tokens is not None:
-        max_tokens = check_int("eval", "max_tokens", max_tokens, 1)
+    max_tokens = _checked_max_tokens(max_tokens)
     model = ckpt.build_model()
     check_settings(model, seq_len, batch_size, stateful)      # before reading the text
+    if tokenizer is not None:
+        pretrained.check_vocab_fits(model, ckpt.tokenizer, f"--tokenizer {tokenizer}")
     ids, desc = checkpoint_split(ckpt, data, split)
     ids = ids if max_tokens is None else ids[:max_tokens + 1]
     result = evaluate_text(model, ckpt.tokenizer, ids, seq_len, batch_size, stateful)
@@ -233,11 +257,65 @@ def evaluate_checkpoint(path, data=None, split=None, seq_len=None, batch_size=No
             "tokenizer": repr(ckpt.tokenizer), "data": desc, **result}
 
 
+# ---- pretrained models (Hugging Face, GGUF, official RWKV-7): text given with --data ------------------
+
+PRETRAINED_SEQ_LEN = 1024      # windows of a pretrained model: at most this (GPT: also its max_seq_len)
+PRETRAINED_BATCH_SIZE = 1      # a large vocabulary makes the logits of a window big
+
+
+def pretrained_seq_len(model):
+    """Default window of a pretrained model: min(max_seq_len, 1024) for a GPT, 1024 for RWKV-7."""
+    limit = getattr(model.config, "max_seq_len", None)
+    return min(limit, PRETRAINED_SEQ_LEN) if limit is not None else PRETRAINED_SEQ_LEN
+
+
+def evaluate_pretrained(loaded, text, desc="the text", split=None, seq_len=None, batch_size=None,
+                        max_tokens=None, stateful=False):
+    """`evaluate_text` of a `minigrad.pretrained.Loaded` model on `text` (described by `desc`; `split`
+    "all" by default, "val"/"train" split it with TrainConfig's val_fraction). seq_len defaults to
+    `pretrained_seq_len`, batch_size to 1. Besides evaluate_text's numbers the result has checkpoint
+    (the path), step (None), model ("gpt"/"rwkv7"), format (the `pretrained.detect` kind), description,
+    tokenizer and data."""
+    seq_len = pretrained_seq_len(loaded.model) if seq_len is None else seq_len
+    batch_size = PRETRAINED_BATCH_SIZE if batch_size is None else batch_size
+    max_tokens = _checked_max_tokens(max_tokens)
+    split = split or "all"
+    _check_split(split)
+    check_settings(loaded.model, seq_len, batch_size, stateful)      # before tokenizing the text
+    ids, desc = text_split(loaded.tokenizer, text, desc, split, TrainConfig.val_fraction)
+    ids = ids if max_tokens is None else ids[:max_tokens + 1]
+    result = evaluate_text(loaded.model, loaded.tokenizer, ids, seq_len, batch_size, stateful)
+    return {"checkpoint": loaded.path, "step": None, "model": io.model_type_of(loaded.model),
+            "format": loaded.kind, "description": loaded.description, "tokenizer": repr(loaded.tokenizer),
+            "data": desc, **result}
+
+
+def evaluate_path(path, data=None, split=None, seq_len=None, batch_size=None, max_tokens=None,
+                  stateful=False, tokenizer=None):
+    """What `python -m minigrad eval` runs: `evaluate_checkpoint` for a minigrad checkpoint,
+    `evaluate_pretrained` for any other model `minigrad.pretrained` recognises, on the text at `data`
+    (required there, and read before the model loads, so that a wrong path fails at once)."""
+    _check_exists(path)
+    kind = pretrained.detect(path)
+    if kind == "minigrad":
+        return evaluate_checkpoint(path, data, split, seq_len, batch_size, max_tokens, stateful, tokenizer)
+    if data is None:
+        raise ValueError(f"eval: {path} is a pretrained model ({pretrained.LABELS[kind]}), not a "
+                         "`minigrad train` run, so there is no run corpus to evaluate on: give the text "
+                         "with --data PATH")
+    text, desc = load_corpus(data)
+    loaded = pretrained.load_pretrained(path, tokenizer)
+    return evaluate_pretrained(loaded, text, desc, split, seq_len, batch_size, max_tokens, stateful)
+
+
 def format_report(r):
-    """The text lines `minigrad eval` prints for a result of `evaluate_checkpoint`."""
+    """The text lines `minigrad eval` prints for a result of `evaluate_checkpoint` (its first line names
+    the checkpoint) or `evaluate_pretrained` (its first line describes the model)."""
     mode = "stateful, one sequence" if r["stateful"] else f"batch {r['batch_size']}"
+    first = (f"model: {r['description']}" if r.get("description") else
+             f"checkpoint: {r['checkpoint']} ({r['model']}, step {r['step']}, {r['tokenizer']})")
     return "\n".join([
-        f"checkpoint: {r['checkpoint']} ({r['model']}, step {r['step']}, {r['tokenizer']})",
+        first,
         f"data: {r['data']}",
         f"windows: {r['seq_len']} tokens ({mode})",
         f"tokens: {r['tokens']:,} ({r['bytes']:,} bytes)",

@@ -5,10 +5,11 @@ from minigrad.data.tokenizer import (
     BPETokenizer,
     ByteTokenizer,
     CharTokenizer,
+    RWKVWorldTokenizer,
     make_tokenizer,
     tokenizer_from_dict,
 )
 
 __all__ = ["BatchSampler", "compact_ids", "eval_batches", "train_val_split", "load_corpus",
            "markdown_play_to_text", "shakespeare_text", "ByteTokenizer", "CharTokenizer",
-           "BPETokenizer", "make_tokenizer", "tokenizer_from_dict"]
+           "BPETokenizer", "RWKVWorldTokenizer", "make_tokenizer", "tokenizer_from_dict"]

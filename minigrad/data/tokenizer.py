@@ -1,9 +1,12 @@
-"""Tokenizers: bytes (default, vocab 256), characters (vocab from the corpus) and optional BPE.
+"""Tokenizers: bytes (default, vocab 256), characters (vocab from the corpus), optional BPE, and the
+RWKV "World" tokenizer of pretrained RWKV models (a vocabulary file read by `RWKVWorldTokenizer`).
 
 Every tokenizer has `encode(text) -> int64 array`, `decode(ids) -> str`, `vocab_size`, and
 `to_dict()` (JSON-serialisable, stored in checkpoints); `tokenizer_from_dict(d)` rebuilds it.
 """
+import ast
 import json
+import os
 
 import numpy as np
 
@@ -166,6 +169,165 @@ class BPETokenizer:
         return f"BPETokenizer(vocab_size={self.vocab_size})"
 
 
+RWKV_VOCAB_NAME = "rwkv_vocab_v20230424.txt"    # the World vocabulary file shipped in BlinkDL's `rwkv`
+
+
+class RWKVWorldTokenizer:
+    """The RWKV "World" tokenizer: a vocabulary of byte strings, text encoded as UTF-8 and cut by
+    greedy longest match from the left (the semantics of BlinkDL's `rwkv.rwkv_tokenizer.TRIE_TOKENIZER`).
+
+    `tokens` maps id -> bytes (non-empty, distinct). vocab_size = the largest id + 1; an id without a
+    token (the official file has none for 0, the end-of-text token that separates documents in
+    training: `eos_token_id`) decodes to nothing. `decode` replaces bytes that are not UTF-8 (a cut
+    through a character) with U+FFFD, as ByteTokenizer does. `from_file(path)` reads the official
+    vocabulary format, one token a line: `<id> <Python literal of a str or bytes> <its length in bytes>`."""
+    kind = "rwkv_world"
+
+    MAX_ID = 1 << 24     # ids index a table: a hostile file must not make it gigabytes
+
+    def __init__(self, tokens, eos_token_id=0):
+        self._bytes, self._prefixes = self._tables(tokens)
+        self.vocab_size = len(self._bytes)
+        if eos_token_id is not None and (type(eos_token_id) is not int or eos_token_id < 0):
+            raise ValueError(f"RWKVWorldTokenizer: eos_token_id must be a token id >= 0 or None, "
+                             f"got {eos_token_id!r}")
+        self.eos_token_id, self.bos_token_id = eos_token_id, None
+
+    @classmethod
+    def _tables(cls, tokens):
+        """(id -> bytes list with b"" in the gaps, dict: every prefix of a token -> its id, or -1 for a
+        prefix that is not itself a token). ValueError for a bad id, an empty or repeated token."""
+        if not tokens:
+            raise ValueError("RWKVWorldTokenizer: the vocabulary is empty")
+        prefixes = {}
+        for i, token in tokens.items():
+            if type(i) is not int or not 0 <= i < cls.MAX_ID or not isinstance(token, bytes) or not token:
+                raise ValueError(f"RWKVWorldTokenizer: token {i!r} -> {token!r:.40} must be an id in "
+                                 f"[0, {cls.MAX_ID}) -> non-empty bytes")
+            if prefixes.get(token, -1) >= 0:
+                raise ValueError(f"RWKVWorldTokenizer: token {token!r} appears twice "
+                                 f"(ids {prefixes[token]} and {i})")
+            prefixes[token] = i
+            for n in range(1, len(token)):
+                prefixes.setdefault(token[:n], -1)
+        by_id = [b""] * (max(tokens) + 1)
+        for i, token in tokens.items():
+            by_id[i] = token
+        return by_id, prefixes
+
+    @classmethod
+    def from_file(cls, path, eos_token_id=0):
+        """The tokenizer of an RWKV vocabulary file (`rwkv_vocab_v20230424.txt` format); ValueError
+        naming the file and line for a malformed line."""
+        tokens = {}
+        try:
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if line.strip():
+                        i, token = _vocab_line(line, f"{path}, line {number}")
+                        if i in tokens:
+                            raise ValueError(f"{path}, line {number}: token id {i} appears twice")
+                        tokens[i] = token
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not an RWKV vocabulary file (not UTF-8 text: {e.reason} at byte "
+                             f"{e.start})") from None
+        return cls(tokens, eos_token_id)
+
+    @classmethod
+    def from_dict(cls, d):
+        """Rebuild from `to_dict()`: d["tokens"][id] is the token's bytes in hex (None for a gap)."""
+        tokens = d.get("tokens")
+        if not isinstance(tokens, list):
+            raise ValueError("RWKV World tokenizer record: 'tokens' must be a list of hex strings")
+        try:
+            table = {i: bytes.fromhex(t) for i, t in enumerate(tokens) if t is not None}
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"RWKV World tokenizer record: a token is not a hex string ({e})") from None
+        return cls(table, d.get("eos_token_id"))
+
+    def encode(self, text):
+        return self.encode_bytes(_utf8(text, "RWKVWorldTokenizer"))
+
+    def encode_bytes(self, raw):
+        """Token ids (int64) of `raw` bytes: at each position the longest token that starts there."""
+        ids, start, n, prefixes = [], 0, len(raw), self._prefixes
+        while start < n:
+            best, end, stop = -1, start, start + 1
+            while stop <= n:
+                found = prefixes.get(raw[start:stop])
+                if found is None:
+                    break
+                if found >= 0:
+                    best, end = found, stop
+                stop += 1
+            if best < 0:
+                raise ValueError(f"RWKVWorldTokenizer.encode: no token starts with byte "
+                                 f"{raw[start:start + 1]!r} (at byte {start}): the vocabulary lacks it")
+            ids.append(best)
+            start = end
+        return np.asarray(ids, dtype=np.int64)
+
+    def token_bytes(self, token_id):
+        """The bytes of one token id (b"" for an id without a token)."""
+        _check_range(np.asarray([token_id]), self.vocab_size, "RWKVWorldTokenizer")
+        return self._bytes[token_id]
+
+    def decode(self, ids):
+        ids = _as_id_list(ids)
+        _check_range(ids, self.vocab_size, "RWKVWorldTokenizer")
+        return b"".join(self._bytes[i] for i in ids.tolist()).decode("utf-8", errors="replace")
+
+    def to_dict(self):
+        return {"type": self.kind, "tokens": [t.hex() if t else None for t in self._bytes],
+                "eos_token_id": self.eos_token_id}
+
+    def __repr__(self):
+        return f"RWKVWorldTokenizer(vocab_size={self.vocab_size})"
+
+
+def _vocab_line(line, where):
+    """(id, token bytes) of one vocabulary line `<id> <str or bytes literal> <byte length>`. The literal is
+    read by ast.literal_eval (never eval: the file cannot run code)."""
+    first, last = line.find(" "), line.rstrip("\r\n").rfind(" ")
+    try:
+        if first < 0 or last <= first:
+            raise ValueError("expected '<id> <literal> <length>'")
+        i, length = int(line[:first]), int(line[last:])
+        token = _literal(line[first:last].strip())
+        if isinstance(token, str):
+            token = token.encode("utf-8")
+        if not isinstance(token, bytes):
+            raise ValueError(f"the token is a {type(token).__name__}, not a str or bytes literal")
+        if len(token) != length:
+            raise ValueError(f"the token has {len(token)} bytes but the line says {length}")
+        if i < 0:
+            raise ValueError(f"negative id {i}")
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
+        raise ValueError(f"{where}: not an RWKV vocabulary line ({e}): {line.strip()[:80]!r}") from None
+    return i, token
+
+
+def _literal(text):
+    """The value of a Python str or bytes literal: a quoted text without escapes or inner quotes as it
+    is (most of the official file: 5x faster than the parser), anything else by ast.literal_eval."""
+    quote = text[:1]
+    if (len(text) >= 2 and quote in "'\"" and text[-1] == quote and quote not in text[1:-1]
+            and "\\" not in text):
+        return text[1:-1]
+    return ast.literal_eval(text)
+
+
+def default_rwkv_vocab():
+    """Path of the World vocabulary file inside the installed `rwkv` package, or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("rwkv")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], RWKV_VOCAB_NAME)
+    return path if os.path.isfile(path) else None
+
+
 TOKENIZERS = {"byte": ByteTokenizer, "char": CharTokenizer, "bpe": BPETokenizer}
 
 
@@ -191,7 +353,10 @@ def tokenizer_from_dict(d):
                                  f"null, got {value!r:.80}")
             setattr(tok, key, value)
         return tok
-    raise ValueError(f"unknown tokenizer type {kind!r}; expected one of {sorted(TOKENIZERS)}")
+    if kind == RWKVWorldTokenizer.kind:
+        return RWKVWorldTokenizer.from_dict(d)
+    raise ValueError(f"unknown tokenizer type {kind!r}; expected one of "
+                     f"{sorted([*TOKENIZERS, RWKVWorldTokenizer.kind])}")
 
 
 def make_tokenizer(kind, text=None, vocab_size=None):
