@@ -31,6 +31,7 @@ from minigrad.io import (
     save_safetensors,
 )
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_int
+from minigrad.nn.init import no_init
 from minigrad.ops.rope import ROPE_LENGTH_KEY, ROPE_SCALING_KEYS, check_rope_scaling
 from minigrad.torch_format import read_torch_state_dict
 
@@ -350,16 +351,16 @@ def load_gpt_state(cls, config_kwargs, state, dtype=np.float32, source="checkpoi
         raise ValueError(f"{source}: its config does not describe a valid GPT: {e}") from None
     check_shapes(config.param_shapes(), state, f"{source} (GPT({config_kwargs}))")  # before allocating
     model = _build(cls, config, dtype)
-    own = {k: _array(v) for k, v in model.state_dict().items()}
-    check_import_dtypes(state, {k: v.dtype for k, v in own.items()}, source)
-    model.load_state_dict({k: np.ascontiguousarray(v, dtype=own[k].dtype) for k, v in state.items()})
+    own = {k: p.dtype for k, p in model.named_parameters()}    # GPT has no buffers
+    check_import_dtypes(state, own, source)
+    model.load_state_dict({k: np.ascontiguousarray(v, dtype=own[k]) for k, v in state.items()})
     return model
 
 
 def _build(cls, config, dtype):
-    if np.dtype(dtype) == np.float32:
-        return cls(config)
-    return cls(config, dtype=dtype)
+    """An uninitialised model (`nn.init.no_init`: every weight is loaded next, strictly)."""
+    with no_init():
+        return cls(config) if np.dtype(dtype) == np.float32 else cls(config, dtype=dtype)
 
 
 def load_hf(cls, path, dtype=np.float32):

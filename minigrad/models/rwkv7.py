@@ -22,6 +22,7 @@ from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expe
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.models.sampling import Sampler, check_new_tokens, left_padding
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
+from minigrad.nn.init import no_init
 from minigrad.nn.lora import LoraLinear, frozen_adapters, fused_weight
 from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
@@ -181,7 +182,8 @@ class RWKV7(GradientCheckpointingMixin, Module):
         arrays = cls._checked(config, arrays)  # before _build allocates what the shapes declare
         model = cls.__new__(cls)
         Module.__init__(model)
-        model._build(config, dtype)  # no official init: every parameter is overwritten next
+        with no_init():     # neither the official nor nn's init: every parameter is overwritten next
+            model._build(config, dtype)
         model._load_arrays(arrays)
         return model
 

@@ -2,8 +2,11 @@
 
 Each fills `tensor.data` in place under no_grad, bumps its version and returns the tensor.
 `generator` defaults to `minigrad.random.default_generator()` (seeded by `minigrad.manual_seed`).
+Inside `no_init()` the random initialisers draw nothing and leave the tensor as it is.
 """
+import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -14,6 +17,26 @@ def _fill(tensor, values):
     tensor.data[...] = values
     tensor._bump_version()
     return tensor
+
+
+_SKIP = threading.local()
+
+
+@contextlib.contextmanager
+def no_init():
+    """In this block (this thread), uniform_, normal_, trunc_normal_ and the kaiming / xavier
+    initialisers built on them neither draw nor write: for building a model whose every weight is
+    loaded right after (GPT.from_hf: ~3.7 s less for a 135M model). Nests."""
+    depth = getattr(_SKIP, "depth", 0)
+    _SKIP.depth = depth + 1
+    try:
+        yield
+    finally:
+        _SKIP.depth = depth
+
+
+def _skipping():
+    return getattr(_SKIP, "depth", 0) > 0
 
 
 def _gen(generator):
@@ -48,11 +71,15 @@ def calculate_gain(nonlinearity, param=None):
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with U(a, b)."""
+    if _skipping():
+        return tensor
     return _fill(tensor, _gen(generator).uniform(a, b, tensor.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with N(mean, std^2)."""
+    if _skipping():
+        return tensor
     return _fill(tensor, _gen(generator).normal(mean, std, tensor.shape))
 
 
@@ -99,6 +126,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if not (std >= 0 and a <= b and all(map(math.isfinite, (mean, std))) and not math.isnan(a + b)):
         raise ValueError(f"trunc_normal_: need finite mean, std >= 0 and a <= b, got mean={mean}, "
                          f"std={std}, a={a}, b={b}")
+    if _skipping():
+        return tensor
     if std == 0:
         return _fill(tensor, np.full(tensor.shape, min(max(mean, a), b)))
     lo, hi = ndtr((a - mean) / std), ndtr((b - mean) / std)
