@@ -156,11 +156,16 @@ def _run_window(ckpt):
 
 def cmd_sample(args):
     import minigrad as mg
-    from minigrad.models.sampling import check_min_p, check_repetition_penalty
-    from minigrad.pretrained import decode_known, load_pretrained
+    from minigrad.kernels.validate import check_int
+    from minigrad.models.sampling import TextStreamer, check_min_p, check_repetition_penalty, check_sampling
+    from minigrad.pretrained import load_pretrained
     from minigrad.train import generate_ids
 
     try:
+        # every option checked before the first output (the text streams out as it is generated)
+        check_sampling(args.temperature, args.top_k, args.top_p)
+        check_int("sample", "--tokens", args.tokens, 0)
+        check_int("sample", "--seed", args.seed, 0)
         controls = dict(repetition_penalty=check_repetition_penalty(args.repetition_penalty),
                         min_p=check_min_p(args.min_p))
         if args.threads is not None:      # --threads 0 is an error, as for train
@@ -174,17 +179,15 @@ def cmd_sample(args):
         ids = ids if len(ids) else tok.encode("\n")      # as generate_text: something to continue
         # a run's own training length; a pretrained GPT's max_seq_len (generate_ids' default); RWKV-7: none
         window = _run_window(loaded.checkpoint) if loaded.checkpoint is not None else None
-        out = generate_ids(loaded.model, ids, args.tokens, args.temperature, args.top_k, args.top_p,
-                           seed=args.seed, window=window, eos_token_id=getattr(tok, "eos_token_id", None),
-                           **controls)
-        text, dropped = decode_known(tok, out)
+        vocab = loaded.model.config.vocab_size   # may be padded beyond the tokenizer's: never sample those
+        textless = range(tok.vocab_size, vocab) if tok.vocab_size < vocab else None
+        # the text is printed as it is generated (prompt first), then a newline
+        generate_ids(loaded.model, ids, args.tokens, args.temperature, args.top_k, args.top_p,
+                     seed=args.seed, window=window, eos_token_id=getattr(tok, "eos_token_id", None),
+                     suppress_tokens=textless, streamer=TextStreamer(tok), **controls)
     except CLI_ERRORS as e:
         _error("sample", e)
         return 1
-    if dropped:
-        print(f"minigrad sample: note: {dropped} sampled id(s) >= the tokenizer's {tok.vocab_size} "
-              f"(the model's vocabulary is larger) have no text and were left out", file=sys.stderr)
-    print(text)
     return 0
 
 

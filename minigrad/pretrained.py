@@ -24,8 +24,6 @@ import json
 import os
 import struct
 
-import numpy as np
-
 from minigrad import io
 from minigrad.data.tokenizer import (
     RWKV_VOCAB_NAME,
@@ -277,14 +275,6 @@ def check_vocab_fits(model, tokenizer, source="the tokenizer"):
         raise ValueError(f"the tokenizer {tokenizer!r} ({source}) has ids up to {tokenizer.vocab_size - 1}, "
                          f"but the model's vocabulary has {vocab} entries: it is not this model's tokenizer "
                          f"(give the right one with --tokenizer PATH)")
-
-
-def decode_known(tokenizer, ids):
-    """(text, how many ids were dropped): `ids` decoded without the ids the tokenizer has no token for
-    (>= its vocab_size), which a model whose vocabulary is padded beyond its tokenizer's can sample."""
-    ids = np.asarray(getattr(ids, "data", ids)).reshape(-1)
-    known = ids[ids < tokenizer.vocab_size]
-    return tokenizer.decode(known), len(ids) - len(known)
 
 
 def summary(loaded):

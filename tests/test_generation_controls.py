@@ -352,3 +352,25 @@ def test_generate_text_stops_at_an_eos_on_a_windows_last_token():
         pytest.fail("no prompt puts a new token at the window's end")
     stopped = generate_ids(model, ids, 30, temperature=0, window=8, eos_token_id=[int(free[7])])
     assert stopped.tolist() == free[:8].tolist()
+
+
+def test_suppress_tokens_are_never_sampled_and_are_checked():
+    """suppress_tokens (HF's SuppressTokensLogitsProcessor): those ids get -inf logits."""
+    from minigrad.models.sampling import Sampler
+
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((4, 10))
+    logits[:, 7] = 50.0                          # the greedy pick, unless suppressed
+    for suppress in ([7, 9], range(7, 10), np.array([7, 9])):
+        for temperature in (0, 1.0):
+            s = Sampler(np.zeros((4, 1), np.int64), 20, 10, temperature, seed=1, suppress_tokens=suppress)
+            while s.push(logits):
+                pass
+            assert not np.isin(s.sequences()[:, 1:], [7, 9]).any()
+    kept = logits.copy()
+    Sampler(np.zeros((4, 1), np.int64), 1, 10, 0, suppress_tokens=[7]).push(kept)
+    assert np.array_equal(kept, logits)          # the caller's logits are not modified
+    for bad, err in (([10], ValueError), ([-1], ValueError), (range(10), ValueError), ([True], TypeError),
+                     (7, TypeError), (np.array([1.5]), TypeError)):
+        with pytest.raises(err, match="suppress_tokens"):
+            Sampler(np.zeros((1, 1), np.int64), 1, 10, suppress_tokens=bad)

@@ -458,7 +458,7 @@ class GPT(GradientCheckpointingMixin, nn.Module):
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, *,
                  eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
-                 attention_mask=None, streamer=None):
+                 attention_mask=None, streamer=None, suppress_tokens=None):
         """Extend idx (B, T) by up to max_new_tokens sampled tokens; returns a (B, T + new) int64 Tensor.
 
         One forward over the prompt fills a KV cache; every later token costs one position.
@@ -477,7 +477,8 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         (`padded_attention`: the prefill forms T x T scores per head, fine for a prompt, and every
         step reads the whole cache); with no mask, or no row padded, the fused kernel runs as before.
         streamer: HF's protocol, put(prompt (B, T)), put(new ids (B,)) per step, end() (e.g.
-        sampling.TextStreamer).
+        sampling.TextStreamer). suppress_tokens: ids never sampled (HF's; e.g. embedding rows beyond
+        the tokenizer's vocabulary).
         """
         cfg = self.config
         ids = self._ids(idx, cfg.max_seq_len)
@@ -489,7 +490,8 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         pads = left_padding(attention_mask, ids.shape)
         sampler = Sampler(ids, max_new_tokens, cfg.vocab_size, temperature, top_k, top_p, seed,
                           eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                          repetition_penalty=repetition_penalty, min_p=min_p, pads=pads, streamer=streamer)
+                          repetition_penalty=repetition_penalty, min_p=min_p, pads=pads, streamer=streamer,
+                          suppress_tokens=suppress_tokens)
         shape = (B, T0 + max_new_tokens, cfg.kv_heads, cfg.head_dim)
         caches = [(np.empty(shape, self.dtype), np.empty(shape, self.dtype)) for _ in self.layers]
         was_training = self.training

@@ -291,15 +291,16 @@ class RWKV7(GradientCheckpointingMixin, Module):
     # ---- generation --------------------------------------------------------------------------
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, *,
                  eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
-                 attention_mask=None, streamer=None):
+                 attention_mask=None, streamer=None, suppress_tokens=None):
         """Continue each row of idx (B, T) by up to `max_new_tokens` sampled tokens -> (B, T + new).
 
         The prompt runs in parallel once; then one token at a time through the recurrent state, so
         memory stays constant per token (no cache grows). temperature 0 means greedy (argmax).
-        The sampling controls (top_k, top_p, min_p, repetition_penalty, eos_token_id, pad_token_id),
-        the early stop once every row has sampled an eos id, attention_mask (left-padded prompts of
-        different lengths: each row generates what its unpadded prompt alone would) and streamer are
-        those of GPT.generate (Hugging Face semantics, minigrad.models.sampling). With padded rows the
+        The sampling controls (top_k, top_p, min_p, repetition_penalty, suppress_tokens, eos_token_id,
+        pad_token_id), the early stop once every row has sampled an eos id, attention_mask
+        (left-padded prompts of different lengths: each row generates what its unpadded prompt alone
+        would) and streamer are those of GPT.generate (Hugging Face semantics,
+        minigrad.models.sampling). With padded rows the
         prompt runs per group of rows of one length (`_prefill_left_padded`). Returns an int64 Tensor.
         """
         max_new_tokens = check_new_tokens(max_new_tokens)
@@ -307,7 +308,8 @@ class RWKV7(GradientCheckpointingMixin, Module):
         pads = left_padding(attention_mask, tokens.shape)
         sampler = Sampler(tokens, max_new_tokens, self.config.vocab_size, temperature, top_k, top_p, seed,
                           eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                          repetition_penalty=repetition_penalty, min_p=min_p, pads=pads, streamer=streamer)
+                          repetition_penalty=repetition_penalty, min_p=min_p, pads=pads, streamer=streamer,
+                          suppress_tokens=suppress_tokens)
         was_training = self.training
         self.eval()                                 # as GPT.generate: no (LoRA) dropout
         try:

@@ -54,6 +54,30 @@ def _check_token_id(name, value, vocab_size):
     return value
 
 
+def check_suppress(suppress_tokens, vocab_size):
+    """suppress_tokens (None, or ids in [0, vocab_size) as a list, range or int array) as None or a
+    sorted int64 array; ValueError when it would leave no token to sample."""
+    if suppress_tokens is None:
+        return None
+    if isinstance(suppress_tokens, (range, np.ndarray)):
+        ids = np.asarray(suppress_tokens).ravel()
+        if ids.dtype.kind not in "iu" and ids.size:
+            raise TypeError(f"generate: suppress_tokens must hold token ids, got dtype {ids.dtype}")
+        bad = ids[(ids < 0) | (ids >= vocab_size)]
+        if bad.size:
+            raise ValueError(f"generate: suppress_tokens must be in [0, {vocab_size}), got {bad[0]}")
+    elif isinstance(suppress_tokens, (list, tuple, set)):
+        ids = np.asarray([_check_token_id("suppress_tokens", i, vocab_size) for i in suppress_tokens])
+    else:
+        raise TypeError(f"generate: suppress_tokens must be a list of token ids, got "
+                        f"{type(suppress_tokens).__name__}")
+    ids = np.unique(ids).astype(np.int64)
+    if len(ids) == vocab_size:
+        raise ValueError(f"generate: suppress_tokens holds all {vocab_size} token ids: nothing left to "
+                         "sample")
+    return ids if len(ids) else None
+
+
 def check_eos(eos_token_id, vocab_size):
     """eos_token_id (None, an int or a non-empty list of ints) as None or an int64 array of ids."""
     if eos_token_id is None:
@@ -206,7 +230,9 @@ class Sampler:
     repetition penalty the tokens present in each row (prompt included, its `pads` left pads (B,)
     not: `left_padding`). `push(logits)` appends one id per row; once a row samples an eos id it is
     finished and gets pad_token_id ever after, and generation is `done` when every row has finished
-    or max_new_tokens are in. Every argument is validated here (TypeError / ValueError naming it).
+    or max_new_tokens are in. suppress_tokens are never sampled (their logits -inf, as HF's
+    SuppressTokensLogitsProcessor; e.g. a model's padded vocabulary beyond its tokenizer's).
+    Every argument is validated here (TypeError / ValueError naming it).
 
     A streamer gets HF's calls in HF's order: put(prompt (B, T)) here, put(new ids (B,)) at every
     push (a finished row's pad_token_id included), both int64 numpy copies, and end() at `finish()`.
@@ -214,7 +240,7 @@ class Sampler:
 
     def __init__(self, prompt, max_new_tokens, vocab_size, temperature=1.0, top_k=None, top_p=None,
                  seed=None, eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
-                 pads=None, streamer=None):
+                 pads=None, streamer=None, suppress_tokens=None):
         check_sampling(temperature, top_k, top_p)
         self.rng = np.random.default_rng(check_seed("generate", seed))
         self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
@@ -222,6 +248,7 @@ class Sampler:
         self.pad = check_pad(pad_token_id, self.eos, vocab_size)
         self.penalty = check_repetition_penalty(repetition_penalty)
         self.min_p = check_min_p(min_p)
+        self.suppress = check_suppress(suppress_tokens, vocab_size)
         self.streamer = check_streamer(streamer)
         B, T = prompt.shape
         self.out = np.empty((B, T + max_new_tokens), np.int64)
@@ -263,10 +290,14 @@ class Sampler:
         return self.out if self.length == self.out.shape[1] else self.out[:, :self.length].copy()
 
     def _choose(self, logits):
-        """Penalise repeats, sample, then pad the finished rows and mark the rows that sampled eos."""
+        """Penalise repeats, suppress, sample, then pad the finished rows and mark the rows that
+        sampled eos."""
         logits = np.asarray(logits, np.float64)
         if self.seen is not None:
             logits = penalize_repetition(logits, self.seen, self.penalty)
+        if self.suppress is not None:       # HF's SuppressTokensLogitsProcessor
+            logits = logits.copy()
+            logits[:, self.suppress] = -np.inf
         nxt = sample(logits, self.temperature, self.top_k, self.top_p, self.rng, self.min_p)
         if self.eos is not None:
             nxt = np.where(self.finished, self.pad, nxt)
