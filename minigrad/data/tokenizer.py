@@ -151,9 +151,50 @@ class BPETokenizer:
     def from_json(cls, s):
         return cls(_require_tokenizers().Tokenizer.from_str(s))
 
-    def encode(self, text):
+    def encode(self, text, add_special_tokens=True):
+        """Token ids (int64) of `text`; add_special_tokens=False leaves out what the tokenizer's
+        post-processor adds around a text (e.g. Llama's BOS), as transformers' argument of that name."""
         _utf8(text, "BPETokenizer")     # the tokenizers library rejects lone surrogates obscurely
-        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+        return np.asarray(self._tok.encode(text, add_special_tokens=bool(add_special_tokens)).ids,
+                          dtype=np.int64)
+
+    def id_to_token(self, token_id):
+        """The vocabulary string of one id (e.g. '<|im_end|>'), None for an id outside it."""
+        return self._tok.id_to_token(int(token_id))
+
+    def token_to_id(self, token):
+        """The id of one vocabulary string, None when it is not a token."""
+        return self._tok.token_to_id(token)
+
+    def added_token_ids(self):
+        """The ids of the added tokens (special and control tokens such as '<|im_end|>', which the
+        pre-tokenizer never splits)."""
+        return frozenset(self._tok.get_added_tokens_decoder())
+
+    def special_token(self, name):
+        """The string of `bos` or `eos` (the first id of a list of eos ids), None when unset."""
+        value = getattr(self, f"{name}_token_id")
+        if isinstance(value, (list, tuple)):
+            value = value[0] if value else None
+        return None if value is None else self.id_to_token(value)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **template_kwargs):
+        """`messages` ([{'role': str, 'content': str}, ...]) laid out by the tokenizer's `chat_template`
+        (minigrad.data.chat.render_chat, with bos_token / eos_token the strings of bos_token_id /
+        eos_token_id): the text (tokenize=False) or its int64 ids, as transformers'
+        `apply_chat_template`, which also encodes the rendered text without adding special tokens
+        (the template writes those itself). ValueError when the tokenizer has no chat template;
+        template_kwargs are more template variables."""
+        if self.chat_template is None:
+            raise ValueError("BPETokenizer.apply_chat_template: this tokenizer has no chat_template (a base "
+                             "model's, or a tokenizer.json read without its tokenizer_config.json); set "
+                             "tokenizer.chat_template to the model's Jinja template")
+        from minigrad.data.chat import render_chat
+
+        text = render_chat(self.chat_template, messages, add_generation_prompt,
+                           bos_token=self.special_token("bos"), eos_token=self.special_token("eos"),
+                           **template_kwargs)
+        return self.encode(text, add_special_tokens=False) if tokenize else text
 
     def decode(self, ids):
         ids = _as_id_list(ids)
@@ -271,6 +312,11 @@ class RWKVWorldTokenizer:
         """The bytes of one token id (b"" for an id without a token)."""
         _check_range(np.asarray([token_id]), self.vocab_size, "RWKVWorldTokenizer")
         return self._bytes[token_id]
+
+    def ids_containing(self, raw):
+        """The ids (sorted) of every token whose bytes contain `raw` (e.g. b"\\n\\n": the paragraph
+        breaks that end a turn of RWKV's chat format)."""
+        return [i for i, token in enumerate(self._bytes) if raw in token]
 
     def decode(self, ids):
         ids = _as_id_list(ids)

@@ -43,6 +43,8 @@ BIN_NAME = "pytorch_model.bin"
 BIN_INDEX_NAME = "pytorch_model.bin.index.json"
 _LAYOUTS = ((INDEX_NAME, WEIGHTS_NAME), (BIN_INDEX_NAME, BIN_NAME))  # (index, single file), preferred first
 TOKENIZER_NAME = "tokenizer.json"
+TOKENIZER_CONFIG_NAME = "tokenizer_config.json"     # bos/eos token strings, the chat template
+CHAT_TEMPLATE_NAME = "chat_template.jinja"          # where transformers >= 4.43 saves a single template
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 # transformers' config defaults where they differ by model type (used when config.json omits the key)
 _TYPE_DEFAULTS = {"llama": {"num_key_value_heads": None, "max_position_embeddings": 2048},
@@ -379,7 +381,8 @@ def load_hf(cls, path, dtype=np.float32):
 
 
 def _load_tokenizer(path, hf):
-    """tokenizer.json through the `tokenizers` package, with the config's bos/eos ids; else None."""
+    """tokenizer.json through the `tokenizers` package, with bos/eos ids and the chat template
+    (`read_tokenizer_config`); else None."""
     file = os.path.join(path, TOKENIZER_NAME)
     if not os.path.isfile(file):
         return None
@@ -393,12 +396,101 @@ def _load_tokenizer(path, hf):
     except Exception as e:  # a tokenizer we cannot read must not stop the weights from loading
         warnings.warn(f"GPT.from_hf: {file} not loaded ({e}); model.tokenizer is None", stacklevel=3)
         return None
-    tok.bos_token_id, tok.eos_token_id = hf.get("bos_token_id"), hf.get("eos_token_id")
+    return read_tokenizer_config(tok, path, hf)
+
+
+def read_tokenizer_config(tok, path, hf=None):
+    """Give `tok` (a BPETokenizer read from the Hugging Face directory `path`) the bos/eos ids and the
+    chat template the directory holds, as transformers reads them: the ids of config.json (`hf`), else
+    the ids of tokenizer_config.json's bos_token / eos_token strings; the template of
+    chat_template.jinja, else tokenizer_config.json's chat_template (of named templates, the "default"
+    one). A file that cannot be read is skipped with a warning: it must not stop the model loading."""
+    config = _tokenizer_config(path)
+    for end in ("bos", "eos"):
+        value = (hf or {}).get(f"{end}_token_id")
+        if value is None:
+            value = _token_id(tok, config.get(f"{end}_token"))
+        setattr(tok, f"{end}_token_id", value)
+    tok.chat_template = _chat_template(path, config)
     return tok
 
 
+def _tokenizer_config(path):
+    """The object in `path`/tokenizer_config.json; {} when there is none or it is not a JSON object."""
+    file = os.path.join(path, TOKENIZER_CONFIG_NAME)
+    if not os.path.isfile(file):
+        return {}
+    try:
+        return _read_json(file)
+    except (OSError, ValueError) as e:
+        warnings.warn(f"GPT.from_hf: {e}; its bos/eos tokens and chat template are not read", stacklevel=5)
+        return {}
+
+
+def _token_id(tok, token):
+    """The id of a tokenizer_config.json token entry: a string, or an AddedToken object with "content"."""
+    if isinstance(token, dict):
+        token = token.get("content")
+    return tok.token_to_id(token) if isinstance(token, str) else None
+
+
+def _chat_template(path, config):
+    """The chat template of an HF directory: chat_template.jinja (transformers' precedence), else
+    tokenizer_config.json's chat_template; None when there is neither."""
+    file = os.path.join(path, CHAT_TEMPLATE_NAME)
+    if os.path.isfile(file):
+        try:
+            with open(file, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            warnings.warn(f"GPT.from_hf: {file} not read ({e})", stacklevel=5)
+    return _default_template(config.get("chat_template"), os.path.join(path, TOKENIZER_CONFIG_NAME))
+
+
+def _default_template(value, where):
+    """A tokenizer_config.json chat_template: a string as it is; named templates (a list of
+    {"name", "template"} objects, or an object name -> template) give their "default" one. Anything
+    else, or named templates without a default, warns and gives None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(t, dict) and {"name", "template"} <= set(t) for t in value):
+        value = {t["name"]: t["template"] for t in value}
+    if isinstance(value, dict) and isinstance(value.get("default"), str):
+        return value["default"]
+    what = (f"named templates {sorted(map(str, value))} without a 'default' one" if isinstance(value, dict)
+            else f"not a Jinja template ({type(value).__name__} {value!r:.40})")
+    warnings.warn(f"GPT.from_hf: {where}: chat_template is {what}; tokenizer.chat_template is None",
+                  stacklevel=6)
+    return None
+
+
+def tokenizer_config_to_hf(tokenizer):
+    """The tokenizer_config.json of a BPETokenizer: the fast tokenizer class, the bos/eos strings and
+    the chat template (each when set), so that transformers and `from_hf` read them back."""
+    out = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+    for end in ("bos", "eos"):
+        token = tokenizer.special_token(end)
+        if token is not None:
+            out[f"{end}_token"] = token
+    if tokenizer.chat_template is not None:
+        out["chat_template"] = tokenizer.chat_template
+    return out
+
+
+def _save_tokenizer(tokenizer, path):
+    """tokenizer.json and tokenizer_config.json of a BPETokenizer; a chat_template.jinja left by an
+    earlier save is removed (transformers and `from_hf` would prefer it to the template saved now)."""
+    atomic_write_bytes(os.path.join(path, TOKENIZER_NAME), tokenizer.to_dict()["json"].encode("utf-8"))
+    config = json.dumps(tokenizer_config_to_hf(tokenizer), indent=2, ensure_ascii=False)
+    atomic_write_bytes(os.path.join(path, TOKENIZER_CONFIG_NAME), config.encode("utf-8"))
+    stale = os.path.join(path, CHAT_TEMPLATE_NAME)
+    if os.path.exists(stale):
+        os.unlink(stale)
+
+
 def save_hf(model, path, tokenizer=None):
-    """Write `config.json` + `model.safetensors` (+ `tokenizer.json`) that transformers loads."""
+    """Write `config.json` + `model.safetensors` (+ `tokenizer.json` and `tokenizer_config.json` with
+    the chat template, for a BPE tokenizer) that transformers loads."""
     cfg = model.config
     state = {k: np.ascontiguousarray(_array(v)) for k, v in model.state_dict().items()}
     if cfg.tie_embeddings:
@@ -414,5 +506,5 @@ def save_hf(model, path, tokenizer=None):
                       getattr(tokenizer, "eos_token_id", None))
     atomic_write_bytes(os.path.join(path, CONFIG_NAME), json.dumps(hf, indent=2).encode("utf-8"))
     if tokenizer is not None and getattr(tokenizer, "kind", None) == "bpe":
-        atomic_write_bytes(os.path.join(path, TOKENIZER_NAME), tokenizer.to_dict()["json"].encode("utf-8"))
+        _save_tokenizer(tokenizer, path)
     return path
