@@ -27,6 +27,7 @@ import secrets
 import stat
 import struct
 import warnings
+from io import BytesIO
 
 import numpy as np
 
@@ -60,28 +61,54 @@ def _as_array(v):
     return np.asarray(v, order="C")
 
 
-def encode_safetensors(tensors, metadata=None):
-    """The bytes of a safetensors file holding `tensors` (name -> array) and `metadata`
-    (str -> str). `minigrad.blake2b` (digest of the data section) and `minigrad.header_blake2b`
-    (digest of the rest of the header, see `_header_digest`) are added to the metadata."""
-    entries, blobs, offset = {}, [], 0
+def _tensor_layout(tensors):
+    """(header entries, arrays) of name -> array: the arrays little-endian and C-contiguous (views when
+    they already are), in file order (sorted names), and each one's safetensors entry."""
+    entries, arrays, offset = {}, [], 0
     for name in sorted(tensors):
         arr = _as_array(tensors[name])
         kind = arr.dtype.kind
         code = _CODES.get(np.dtype(f"{kind}{arr.dtype.itemsize}")) if kind in "fiub" else None
         if code is None:
             raise TypeError(f"safetensors: tensor {name!r} has unsupported dtype {arr.dtype}")
-        raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-        entries[name] = {"dtype": code, "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    data = b"".join(blobs)
+        arr = np.asarray(arr.astype(arr.dtype.newbyteorder("<"), copy=False), order="C")   # keeps 0-d
+        entries[name] = {"dtype": code, "shape": list(arr.shape),
+                         "data_offsets": [offset, offset + arr.nbytes]}
+        arrays.append(arr)
+        offset += arr.nbytes
+    return entries, arrays
+
+
+def _raw(arr):
+    """The bytes of a C-contiguous array, without a copy."""
+    return arr.reshape(-1).view(np.uint8)
+
+
+def write_safetensors(f, tensors, metadata=None):
+    """Write a safetensors file holding `tensors` (name -> array) and `metadata` (str -> str) to the binary
+    file `f`, tensor by tensor (the data section is never copied into one buffer: a 1.6 GB checkpoint
+    costs no 1.6 GB more memory). `minigrad.blake2b` (digest of the data section) and
+    `minigrad.header_blake2b` (digest of the rest of the header, see `_header_digest`) are added to the
+    metadata."""
+    entries, arrays = _tensor_layout(tensors)
+    digest = hashlib.blake2b(digest_size=16)
+    for arr in arrays:
+        digest.update(_raw(arr))
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
-    meta["minigrad.blake2b"] = hashlib.blake2b(data, digest_size=16).hexdigest()
+    meta["minigrad.blake2b"] = digest.hexdigest()
     meta[_HEADER_DIGEST] = _header_digest(meta, entries)
     header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("utf-8")
     header += b" " * (-len(header) % 8)
-    return struct.pack("<Q", len(header)) + header + data
+    f.write(struct.pack("<Q", len(header)) + header)
+    for arr in arrays:
+        f.write(_raw(arr))
+
+
+def encode_safetensors(tensors, metadata=None):
+    """The bytes of a safetensors file holding `tensors` and `metadata` (see `write_safetensors`)."""
+    buf = BytesIO()
+    write_safetensors(buf, tensors, metadata)
+    return buf.getvalue()
 
 
 _HEADER_DIGEST = "minigrad.header_blake2b"
@@ -226,8 +253,9 @@ def atomic_write_bytes(path, payload):
 
 
 def save_safetensors(path, tensors, metadata=None):
-    """Atomically write a safetensors file."""
-    atomic_write_bytes(path, encode_safetensors(tensors, metadata))
+    """Atomically write a safetensors file (`write_safetensors` into `atomic_output`)."""
+    with atomic_output(path) as f:
+        write_safetensors(f, tensors, metadata)
 
 
 def load_safetensors(path):
@@ -478,15 +506,124 @@ class Checkpoint:
     tokenizer: object = None
     extra: dict = None
     optimizer_type: str = None   # the optimizer's class name (None in checkpoints older than the field)
+    lora: dict = None            # LoRA adapters: nn.lora.adapter_record + "base" (see save_checkpoint)
 
     def build_model(self):
-        """A model of the saved type and config carrying the saved weights."""
-        floats = {v.dtype for v in self.model_state.values() if v.dtype.kind == "f"}
+        """A model of the saved type and config carrying the saved weights. With LoRA adapters (`lora`)
+        they are put on it again (nn.lora.apply_adapter_record), on the base weights saved here or, in
+        a checkpoint of adapters only, on the base model reloaded from lora["base"] (`load_base_model`:
+        checked against its fingerprint)."""
+        if self.lora is None:
+            return self._plain_model(self.model_state)
+        from minigrad.nn.lora import adapter_names, apply_adapter_record, load_lora_state_dict
+
+        record = {k: v for k, v in self.lora.items() if k != "base"}
+        names = set(adapter_names(record))
+        base_state = {k: v for k, v in self.model_state.items() if k not in names}
+        if self.lora.get("base") is None:
+            model = self._plain_model(base_state)
+        elif base_state or not names <= set(self.model_state):
+            missing = sorted(names - set(self.model_state))
+            raise CheckpointError(f"{self.path}: its tensors are not the adapters its LoRA record names "
+                                  f"(unexpected {_listing(sorted(base_state), 3) or 'none'}; missing "
+                                  f"{_listing(missing, 3) or 'none'}): it is corrupted")
+        else:
+            model = load_base_model(self.lora["base"], self.path)
+        try:
+            apply_adapter_record(model, record, where=f"{self.path}: its LoRA record")
+            load_lora_state_dict(model, {k: v for k, v in self.model_state.items() if k in names})
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{self.path}: its LoRA adapters do not fit the model: {e}") from None
+        return model
+
+    def _plain_model(self, state):
+        """A model of the saved type and config carrying `state` (name -> array)."""
+        floats = {v.dtype for v in state.values() if v.dtype.kind == "f"}
         dtype = np.float64 if floats == {np.dtype(np.float64)} else np.float32  # as saved
         config = make_config(self.model_type, self.config, self.path)
-        check_shapes(config.param_shapes(), self.model_state, self.path)  # before allocating the model
+        check_shapes(config.param_shapes(), state, self.path)  # before allocating the model
         model = build_model(self.model_type, config, dtype, self.path)
-        return load_model_weights(model, self.model_state, self.path)
+        return load_model_weights(model, state, self.path)
+
+
+# ----------------------------------------------------------------------------------------------
+# LoRA: the base model a checkpoint of adapters names
+
+
+def _is_adapter(name):
+    from minigrad.nn.lora import ADAPTER_PARTS
+
+    return any(part in ADAPTER_PARTS for part in name.split("."))
+
+
+def weights_fingerprint(model):
+    """BLAKE2b (hex) of the model's weights without its LoRA adapters: every name, dtype, shape and
+    byte, in name order. A checkpoint of adapters records its base model's, to refuse other weights."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(model._state_items(), key=lambda item: item[0]):
+        if _is_adapter(name):
+            continue
+        arr = np.ascontiguousarray(tensor.data)
+        digest.update(f"{name}|{arr.dtype.str}|{arr.shape}\n".encode("utf-8"))
+        digest.update(arr.reshape(-1).view(np.uint8))
+    return digest.hexdigest()
+
+
+def merged_model(model):
+    """`model` with any LoRA adapters folded into its weights (nn.merge_lora), else as it is."""
+    from minigrad.nn.lora import lora_layers, merge_lora
+
+    return merge_lora(model) if lora_layers(model) else model
+
+
+def load_base_model(base, source):
+    """The model at base["path"] (`minigrad.pretrained.load_pretrained`, any LoRA adapters of a minigrad
+    checkpoint merged) whose kind and weights_fingerprint are base["kind"] and base["fingerprint"]:
+    the base model the adapters of checkpoint `source` were trained on. CheckpointError when it is
+    gone, unreadable or has other weights (the adapters would compute something else)."""
+    from minigrad.pretrained import LABELS, load_pretrained
+
+    path, kind = base["path"], base["kind"]
+    what = f"{source} holds only LoRA adapters; their base model ({LABELS.get(kind, kind)} {path})"
+    if not os.path.exists(path):
+        raise CheckpointError(f"{what} is no longer there: put it back at that path (a symlink will do); the "
+                              "adapters cannot be used without it")
+    try:
+        loaded = load_pretrained(path, need_tokenizer=False)
+    except (OSError, ValueError, ImportError, TypeError) as e:
+        raise CheckpointError(f"{what} cannot be loaded: {e}") from None
+    if loaded.kind != kind:
+        raise CheckpointError(f"{what} is now a {LABELS[loaded.kind]}: restore the original file")
+    model = merged_model(loaded.model)
+    found = weights_fingerprint(model)
+    if found != base["fingerprint"]:
+        raise CheckpointError(f"{what} has changed since the adapters were trained (weights fingerprint "
+                              f"{found}, recorded {base['fingerprint']}): restore the original, or the "
+                              "adapters would compute something else")
+    return model
+
+
+def _lora_record(model, base):
+    """The `lora` metadata of a checkpoint of `model`: None without adapters, else its adapter_record
+    with "base": the base model the checkpoint then names instead of holding its weights (a dict of
+    str path, kind, fingerprint; see load_base_model), or None (the base weights are in the file)."""
+    from minigrad.nn.lora import adapter_record, lora_layers
+
+    if not lora_layers(model):
+        if base is not None:
+            raise ValueError("save_checkpoint: base names the base model of LoRA adapters, but the model "
+                             "has none")
+        return None
+    if base is not None and not _is_base_record(base):
+        raise ValueError(f"save_checkpoint: base must be a dict of str path, kind and fingerprint, got "
+                         f"{base!r}")
+    return {**adapter_record(model), "base": None if base is None else dict(base)}
+
+
+def _is_base_record(base):
+    """True for a dict of str path, kind and fingerprint (see _lora_record)."""
+    fields = ("path", "kind", "fingerprint")
+    return isinstance(base, dict) and all(isinstance(base.get(k), str) for k in fields)
 
 
 def checkpoint_path(run_dir, step):
@@ -510,12 +647,16 @@ def latest_checkpoint(run_dir):
 
 
 def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_type=None,
-                    tokenizer=None, rng=None, extra=None, keep=3):
+                    tokenizer=None, rng=None, extra=None, keep=3, base=None):
     """Atomically write `ckpt_<step>.safetensors` in `run_dir` and keep only the newest `keep`
     up to `step`.
 
     `config` defaults to `model.config`; `rng` is a dict of JSON-able generator states (e.g. the
     batch sampler's and `minigrad.get_rng_state()`); `extra` any JSON-able training state.
+    A model with LoRA adapters is recorded as such (metadata `lora`: their config and layers), so
+    that `Checkpoint.build_model` puts them back. `base` (such a model only): {"path", "kind",
+    "fingerprint"} of the pretrained model the adapters adapt (`weights_fingerprint` of it); the file
+    then holds the adapters alone and `build_model` reloads the base from that path.
     `keep` 0 or None keeps every checkpoint. Checkpoints with a higher step than `step` (another
     run's) are never deleted, and a RuntimeWarning names the highest: `latest_checkpoint` and
     `load_checkpoint(run_dir)` return it, not the one just written.
@@ -529,7 +670,14 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
             os.unlink(stale)
         except OSError:
             pass
-    arrays = {f"model.{k}": _as_array(v) for k, v in model.state_dict().items()}
+    lora = _lora_record(model, base)
+    if lora is not None and base is not None:   # the adapters only: the base model is named instead
+        from minigrad.nn.lora import lora_state_dict
+
+        state = lora_state_dict(model)
+    else:
+        state = model.state_dict()
+    arrays = {f"model.{k}": _as_array(v) for k, v in state.items()}
     optim_skeleton = None
     if optimizer is not None:
         optim_skeleton = flatten_state(optimizer.state_dict(), "optim", arrays)
@@ -543,6 +691,7 @@ def save_checkpoint(run_dir, step, model, optimizer=None, *, config=None, model_
         "rng": rng,
         "tokenizer": tokenizer.to_dict() if hasattr(tokenizer, "to_dict") else tokenizer,
         "extra": extra,
+        "lora": lora,
     }
     path = checkpoint_path(run_dir, step)
     save_safetensors(path, arrays, {"format": FORMAT, "minigrad": json.dumps(info)})
@@ -575,6 +724,14 @@ def _check_info(info, path):
         bad("optimizer_type", "a string or null")
     if info.get("tokenizer") is not None and not isinstance(info["tokenizer"], (dict, str)):
         bad("tokenizer", "an object, a string or null")
+    lora = info.get("lora")
+    if lora is not None:
+        modules = lora.get("modules") if isinstance(lora, dict) else None
+        if not (isinstance(modules, list) and all(isinstance(n, str) for n in modules)
+                and (lora.get("base") is None or _is_base_record(lora["base"]))):
+            raise CheckpointError(f"{path}: checkpoint metadata field 'lora' must be an object with a list "
+                                  f"of module names and a base of str path, kind and fingerprint (or null), "
+                                  f"got {lora!r:.200}; the checkpoint is corrupted")
 
 
 def _load_file(path):
@@ -601,7 +758,8 @@ def _load_file(path):
             raise CheckpointError(f"{path}: the saved tokenizer cannot be rebuilt: {e!r}") from None
     return Checkpoint(path=path, step=info["step"], model_type=info["model_type"], config=info["config"],
                       model_state=model_state, optimizer_state=optim_state, rng=info.get("rng"),
-                      tokenizer=tok, extra=info.get("extra"), optimizer_type=info.get("optimizer_type"))
+                      tokenizer=tok, extra=info.get("extra"), optimizer_type=info.get("optimizer_type"),
+                      lora=info.get("lora"))
 
 
 def load_checkpoint(path, model=None, optimizer=None):

@@ -3,13 +3,22 @@ checkpoints, resume, metrics, plot and a closing sample.
 
     from minigrad.train import TrainConfig, train
     result = train(TrainConfig(model="gpt", size="small", minutes=5, out="runs/gpt"))
+    result = train(TrainConfig(init_from="SmolLM2-135M-Instruct.Q4_1.gguf", lora=8, steps=20))
+
+A run trains a fresh model of a preset size (with size overrides), or fine-tunes the pretrained
+model at `init_from` (anything `minigrad.pretrained.load_pretrained` reads: its architecture, weights
+and tokenizer), all of its weights or, with `lora` R, LoRA adapters on its linear projections. The
+same loop, checkpoints, metrics and resume serve both; only the defaults differ (FINETUNE).
 
 `--resume` continues bit-for-bit: the model, optimizer state, step, the batch sampler's and
 minigrad's generators and the elapsed time all come from the newest checkpoint, so 20 steps
-straight equal 10 steps + resume + 10 steps exactly (with the same thread count).
+straight equal 10 steps + resume + 10 steps exactly (with the same thread count). A LoRA run's
+checkpoints hold only the adapters: the base model is reloaded from `init_from` and checked against
+the fingerprint of its weights recorded when the run started (`io.load_base_model`).
 """
 import csv
 import dataclasses
+import importlib
 import inspect
 import json
 import math
@@ -24,7 +33,7 @@ import typing
 import numpy as np
 
 import minigrad as mg
-from minigrad import io
+from minigrad import io, pretrained
 from minigrad.data import (
     BatchSampler,
     compact_ids,
@@ -36,6 +45,7 @@ from minigrad.data import (
 from minigrad.data.batching import sampler_generator
 from minigrad.kernels.validate import check_finite_scalar, check_int
 from minigrad.models.sampling import check_sampling, check_streamer
+from minigrad.nn.lora import LoraConfig, apply_lora, lora_layers
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
 from minigrad.random import generator_from_state
 
@@ -58,38 +68,69 @@ PRESETS = {
     },
 }
 DEFAULT_LR = {"tiny": 3e-3, "small": 3e-3, "medium": 1.5e-3}
+SCRATCH = dict(warmup=50, weight_decay=0.1, keep=3, tokenizer="byte", bpe_vocab=1024)
+# Fine-tuning a pretrained model (--init-from): a small learning rate (larger for LoRA adapters, which
+# start at zero), a short warmup, no weight decay (it would pull pretrained weights towards zero),
+# short batches a 135M model trains on a laptop, and one checkpoint kept for a full fine-tune (its
+# weights and AdamW's two moments: 1.6 GB for 135M parameters)
+FINETUNE = dict(lr=5e-5, lora_lr=1e-3, max_warmup=10, weight_decay=0.0, keep=3, full_keep=1, batch_size=4,
+                seq_len=128)
+# size overrides of a preset (from scratch), per model type, and their flags
+SIZE_FLAGS = {"d_model": "--d-model", "n_layer": "--n-layer", "n_head": "--n-head",
+              "ffn_hidden": "--ffn-hidden", "head_size": "--head-size"}
+SIZE_FIELDS = {"gpt": ("d_model", "n_layer", "n_head", "ffn_hidden"),
+               "rwkv7": ("d_model", "n_layer", "ffn_hidden", "head_size")}
+# settings that describe a model trained from scratch: the pretrained model of --init-from decides them
+SCRATCH_FLAGS = {"model": "--model", "size": "--config", "tokenizer": "--tokenizer",
+                 "bpe_vocab": "--bpe-vocab", **SIZE_FLAGS}
+LORA_FLAGS = {"lora_alpha": "--lora-alpha", "lora_dropout": "--lora-dropout",
+              "lora_targets": "--lora-targets"}
+ALL_LINEAR = "all-linear"
+PRETRAINED_SUFFIXES = (".gguf", ".safetensors", ".pth", ".pt", ".bin")
 
 
 @dataclasses.dataclass
 class TrainConfig:
-    """Everything a training run needs; the CLI's options map one to one onto these fields."""
-    model: str = "gpt"                # gpt | rwkv7
-    size: str = "small"               # a key of PRESETS[model]
+    """Everything a training run needs; the CLI's options map one to one onto these fields. None
+    means the default, which `resolved` fills in (it differs between training from scratch and
+    fine-tuning a pretrained model, `init_from`)."""
+    model: str = None                 # gpt | rwkv7 (default gpt; with init_from: the pretrained model's)
+    size: str = None                  # a key of PRESETS[model] (default small)
     corpus: str = "shakespeare"       # "shakespeare", a text file or a directory of them
-    tokenizer: str = "byte"           # byte | char | bpe
-    bpe_vocab: int = 1024
+    tokenizer: str = None             # byte | char | bpe (default byte; with init_from: the pretrained one)
+    bpe_vocab: int = None             # vocabulary of the bpe tokenizer (default 1024)
+    init_from: str = None             # fine-tune this pretrained model (pretrained.load_pretrained's PATH)
+    lora: int = 0                     # LoRA rank (0 = off: every weight trains); needs init_from
+    lora_alpha: float = None          # LoRA scale s = lora_alpha / lora (default 2 * lora)
+    lora_dropout: float = None        # dropout on the LoRA branch's input (default 0)
+    lora_targets: str = None          # "all-linear" (default) or comma-separated layer names (q_proj,v_proj)
+    d_model: int = None               # from scratch: size overrides on top of the preset
+    n_layer: int = None
+    n_head: int = None                # GPT
+    ffn_hidden: int = None
+    head_size: int = None             # RWKV-7
     steps: int = None                 # train this many steps ...
     minutes: float = None             # ... or for this long (the schedule follows elapsed time)
     stop_at: int = None               # stop at this step as if interrupted (schedule still for `steps`)
-    out: str = None                   # run directory (default runs/<model>-<size>)
+    out: str = None                   # run directory (default: `default_out`)
     resume: bool = False
     seed: int = 1337
-    lr: float = None                  # peak learning rate (default per size)
+    lr: float = None                  # peak learning rate (default per size; fine-tuning 5e-5, LoRA 1e-3)
     min_lr_ratio: float = 0.1         # cosine decays to lr * min_lr_ratio
-    warmup: int = 50                  # linear warmup steps
+    warmup: int = None                # linear warmup steps (default 50; fine-tuning 10 % of steps, <= 10)
     schedule: str = "cosine"          # cosine | constant (after warmup)
-    weight_decay: float = 0.1         # on 2-D ".weight" matrices only
+    weight_decay: float = None        # on 2-D ".weight" matrices only (default 0.1; fine-tuning 0)
     beta2: float = 0.95
     grad_clip: float = 1.0            # max global grad norm (0 = off)
-    batch_size: int = None            # sequences per micro-batch
-    seq_len: int = None
+    batch_size: int = None            # sequences per micro-batch (default per size; fine-tuning 4)
+    seq_len: int = None               # (default per size; fine-tuning 128, at most the model's max_seq_len)
     grad_accum: int = 1               # micro-batches whose gradients make one optimizer step
     gradient_checkpointing: bool = False   # recompute each layer's activations in backward
     threads: int = None
     val_fraction: float = 0.1
     eval_every: int = 100             # steps between validation evaluations (and checkpoints)
     eval_batches: int = 8
-    keep: int = 3                     # checkpoints kept
+    keep: int = None                  # checkpoints kept (default 3; a full fine-tune 1)
     sample_tokens: int = 400
     prompt: str = None                # default: "ROMEO:\n" on Shakespeare, else "\n"
     temperature: float = 0.8
@@ -99,12 +140,9 @@ class TrainConfig:
     plot: bool = True
 
     def resolved(self):
-        """A copy with the per-size defaults filled in and every choice validated."""
-        if self.model not in PRESETS:
-            raise ValueError(f"unknown model {self.model!r}; choose from {sorted(PRESETS)}")
-        if self.size not in PRESETS[self.model]:
-            raise ValueError(f"unknown size {self.size!r} for {self.model}; "
-                             f"choose from {sorted(PRESETS[self.model])}")
+        """A copy with the defaults filled in (from scratch: per size; fine-tuning: FINETUNE) and every
+        choice validated. A fine-tune's seq_len may stay None: `fit_to_model` sets it once the
+        pretrained model (its max_seq_len) is loaded."""
         if self.steps is None and self.minutes is None:
             raise ValueError("give a length: steps or minutes")
         if self.steps is not None and self.minutes is not None:
@@ -112,29 +150,94 @@ class TrainConfig:
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"unknown schedule {self.schedule!r}; choose cosine or constant")
         self._check_ranges()
-        preset = PRESETS[self.model][self.size]
-        pick = lambda value, key: preset[key] if value is None else value  # noqa: E731
+        cfg = self._resolved_finetune() if self.init_from is not None else self._resolved_scratch()
+        return dataclasses.replace(cfg, corpus=_absolute_corpus(self.corpus), out=self.out or default_out(
+            cfg.model, cfg.size, cfg.init_from, cfg.lora))
+
+    def _resolved_scratch(self):
+        """Model, size, tokenizer and the per-size defaults of a run from scratch."""
+        model, size = self.model or "gpt", self.size or "small"
+        if model not in PRESETS:
+            raise ValueError(f"unknown model {model!r}; choose from {sorted(PRESETS)}")
+        if size not in PRESETS[model]:
+            raise ValueError(f"unknown size {size!r} for {model}; choose from {sorted(PRESETS[model])}")
+        if self.lora:
+            raise ValueError("train: --lora needs --init-from PATH: LoRA adapts the weights of a pretrained "
+                             "model (a model trained from scratch trains all of its weights)")
+        self._check_lora_off()
+        check_size_overrides(model, size, self.size_overrides())
+        preset = PRESETS[model][size]
         return dataclasses.replace(
-            self, corpus=_absolute_corpus(self.corpus),
-            lr=self.lr if self.lr is not None else DEFAULT_LR[self.size],
-            batch_size=pick(self.batch_size, "batch_size"), seq_len=pick(self.seq_len, "seq_len"),
-            out=self.out or os.path.join("runs", f"{self.model}-{self.size}"))
+            self, model=model, size=size, tokenizer=_or(self.tokenizer, SCRATCH["tokenizer"]),
+            bpe_vocab=_or(self.bpe_vocab, SCRATCH["bpe_vocab"]), lr=_or(self.lr, DEFAULT_LR[size]),
+            warmup=_or(self.warmup, SCRATCH["warmup"]),
+            weight_decay=_or(self.weight_decay, SCRATCH["weight_decay"]),
+            keep=_or(self.keep, SCRATCH["keep"]), batch_size=_or(self.batch_size, preset["batch_size"]),
+            seq_len=_or(self.seq_len, preset["seq_len"]))
+
+    def _resolved_finetune(self):
+        """The fine-tuning defaults (FINETUNE) of a run from the pretrained model at init_from, which
+        must exist and be a kind minigrad.pretrained recognises; the settings of a model trained from
+        scratch must not be given."""
+        given = [flag for field, flag in SCRATCH_FLAGS.items() if getattr(self, field) is not None]
+        if given:
+            raise ValueError(f"train: {given[0]} cannot be combined with --init-from: the architecture, "
+                             "weights and tokenizer come from the pretrained model")
+        init_from = os.path.abspath(os.path.expanduser(str(self.init_from)))
+        try:    # a resumed full fine-tune no longer needs it (a LoRA run's checkpoint checks it)
+            if not self.resume:
+                pretrained.detect(init_from)
+        except (OSError, ValueError) as e:
+            raise _with_context(e, f"train: --init-from {self.init_from}") from None
+        lora = self._lora_settings()
+        warmup = self.warmup
+        if warmup is None:
+            warmup = min(FINETUNE["max_warmup"], self.steps // 10) if self.steps else FINETUNE["max_warmup"]
+        return dataclasses.replace(
+            self, init_from=init_from, **lora, lr=_or(self.lr, FINETUNE["lora_lr" if self.lora else "lr"]),
+            warmup=warmup, weight_decay=_or(self.weight_decay, FINETUNE["weight_decay"]),
+            keep=_or(self.keep, FINETUNE["keep" if self.lora else "full_keep"]),
+            batch_size=_or(self.batch_size, FINETUNE["batch_size"]))
+
+    def _check_lora_off(self):
+        """The LoRA settings need --lora R."""
+        given = [flag for field, flag in LORA_FLAGS.items() if getattr(self, field) is not None]
+        if given:
+            raise ValueError(f"train: {given[0]} is a setting of LoRA adapters: give --lora R (the rank) too")
+
+    def _lora_settings(self):
+        """lora_alpha (default 2 r), lora_dropout (0) and lora_targets ("all-linear") of a LoRA run."""
+        if not self.lora:
+            self._check_lora_off()
+            return {}
+        targets = ALL_LINEAR if self.lora_targets is None else self.lora_targets
+        lora_target_modules(targets)      # a malformed list fails here, before anything is loaded
+        return dict(lora_alpha=_or(self.lora_alpha, 2 * self.lora), lora_dropout=_or(self.lora_dropout, 0.0),
+                    lora_targets=targets)
+
+    def size_overrides(self):
+        """{field: value} of the size overrides given (d_model, n_layer, ...)."""
+        return {k: getattr(self, k) for k in SIZE_FLAGS if getattr(self, k) is not None}
 
     def _check_ranges(self):
         """Every numeric setting in its range before anything is read or written (a run that would
         fail at its first evaluation, save or sample must fail here instead). None: the default."""
         for name, low in (("steps", 1), ("stop_at", 1), ("batch_size", 1), ("seq_len", 1), ("threads", 1),
                           ("warmup", 0), ("eval_every", 1), ("eval_batches", 0), ("keep", 0),
-                          ("sample_tokens", 0), ("bpe_vocab", 1), ("seed", 0), ("grad_accum", 1)):
-            if getattr(self, name) is not None or name in ("warmup", "eval_every", "keep", "sample_tokens",
-                                                           "seed", "grad_accum"):
+                          ("sample_tokens", 0), ("bpe_vocab", 1), ("seed", 0), ("grad_accum", 1),
+                          ("lora", 0), *((field, 1) for field in SIZE_FLAGS)):
+            required = name in ("eval_every", "sample_tokens", "seed", "grad_accum", "lora")
+            if getattr(self, name) is not None or required:
                 check_int("train", name, getattr(self, name), low)
         if self.minutes is not None:
             check_finite_scalar("train", "minutes", self.minutes, positive=True)
+        if self.lora_alpha is not None:
+            check_finite_scalar("train", "lora_alpha", self.lora_alpha, positive=True)
         # (name, upper bound, whether the bound itself is allowed): beta2 as AdamW takes it, [0, 1)
         for name, high, closed in (("lr", None, True), ("weight_decay", None, True),
                                    ("grad_clip", None, True), ("min_lr_ratio", 1, True), ("beta2", 1, False),
-                                   ("val_fraction", 1, False)):   # 1 would leave no training data
+                                   ("val_fraction", 1, False),   # 1 would leave no training data
+                                   ("lora_dropout", 1, False)):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -142,7 +245,65 @@ class TrainConfig:
             if not (value >= 0 and (high is None or value < high or (closed and value == high))):
                 bound = "" if high is None else f" and {'<=' if closed else '<'} {high}"
                 raise ValueError(f"train: {name} must be >= 0{bound}, got {value}")
+        if self.lora_targets is not None and not isinstance(self.lora_targets, str):
+            raise TypeError(f"train: lora_targets must be a string, got {self.lora_targets!r}")
         check_sampling(self.temperature, self.top_k, self.top_p)
+
+
+def _or(value, default):
+    """`value`, or `default` when it is None."""
+    return default if value is None else value
+
+
+def default_out(model=None, size=None, init_from=None, lora=0):
+    """The default run directory: runs/<model>-<size> from scratch (gpt, small unless given), and
+    runs/<name of init_from>-finetune (or -lora<r>) for a fine-tune."""
+    if init_from:
+        name = os.path.basename(os.path.normpath(str(init_from)))
+        stem = next((name[:-len(s)] for s in PRETRAINED_SUFFIXES if name.endswith(s) and name != s), name)
+        return os.path.join("runs", f"{stem}-{f'lora{lora}' if lora else 'finetune'}")
+    return os.path.join("runs", f"{model or 'gpt'}-{size or 'small'}")
+
+
+def lora_target_modules(spec):
+    """LoraConfig.target_modules of --lora-targets: "all-linear", or a tuple of the comma-separated
+    names (each matched as PEFT matches a list entry: the layer's name or its end after a dot)."""
+    if spec == ALL_LINEAR:
+        return ALL_LINEAR
+    names = tuple(name.strip() for name in spec.split(","))
+    if not all(names):
+        raise ValueError(f"train: --lora-targets {spec!r}: give {ALL_LINEAR!r} or comma-separated layer "
+                         "names such as 'q_proj,v_proj'")
+    return names
+
+
+def model_kwargs(model_type, size, overrides=None):
+    """The model config's keyword arguments (without vocab_size) of a preset with size overrides."""
+    return dict(PRESETS[model_type][size]["model"], **(overrides or {}))
+
+
+def check_size_overrides(model_type, size, overrides):
+    """ValueError naming the flag when size overrides (d_model, n_head, ...) do not make a model of
+    `model_type` with the preset's other sizes: a field of the other model type, heads that do not
+    divide d_model, anything else the config rejects."""
+    if not overrides:
+        return
+    foreign = [SIZE_FLAGS[k] for k in overrides if k not in SIZE_FIELDS[model_type]]
+    if foreign:
+        raise ValueError(f"train: {foreign[0]} is not a setting of {model_type} (its sizes: "
+                         f"{', '.join(SIZE_FLAGS[k] for k in SIZE_FIELDS[model_type])})")
+    kw = model_kwargs(model_type, size, overrides)
+    C, heads = kw["d_model"], "n_head" if model_type == "gpt" else "head_size"
+    if C % kw[heads]:
+        whose = "" if heads in overrides else f" (the {size} preset's)"
+        raise ValueError(f"train: --d-model {C} must be a multiple of {SIZE_FLAGS[heads]} {kw[heads]}{whose}")
+    if model_type == "gpt" and (C // kw["n_head"]) % 2:
+        raise ValueError(f"train: --d-model {C} / --n-head {kw['n_head']} = {C // kw['n_head']} must be even "
+                         "(RoPE rotates pairs of channels)")
+    try:
+        _model_classes(model_type)[1](vocab_size=256, **kw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"train: the model sizes {overrides} do not make a {model_type}: {e}") from None
 
 
 class TrainingError(RuntimeError):
@@ -186,25 +347,34 @@ def learning_rate(cfg, step, time_fraction=0.0):
     return ramp * (floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * frac)))
 
 
-def build_model(model_type, size, vocab_size, seq_len, seed):
-    """A freshly initialised model of a preset size, deterministic for a given seed."""
-    kwargs = dict(PRESETS[model_type][size]["model"], vocab_size=vocab_size)
+def _model_classes(model_type):
+    """(model class, config class) of a registered model type (io.MODEL_TYPES)."""
+    module, cls_name, cfg_name = io.MODEL_TYPES[model_type]
+    models = importlib.import_module(module)
+    return getattr(models, cls_name), getattr(models, cfg_name)
+
+
+def build_model(model_type, size, vocab_size, seq_len, seed, overrides=None):
+    """A freshly initialised model of a preset size (with `overrides`: {d_model: ..., n_layer: ...}),
+    deterministic for a given seed."""
+    kwargs = dict(model_kwargs(model_type, size, overrides), vocab_size=vocab_size)
     if model_type == "gpt":
         kwargs["max_seq_len"] = max(seq_len, 1024)
-    module, cls_name, cfg_name = io.MODEL_TYPES[model_type]
-    models = __import__(module, fromlist=[cls_name])
-    config = getattr(models, cfg_name)(**kwargs)
+    cls, config_cls = _model_classes(model_type)
+    config = config_cls(**kwargs)
     mg.manual_seed(seed)
-    cls = getattr(models, cls_name)
     if "seed" in inspect.signature(cls).parameters:
         return cls(config, seed=seed)
     return cls(config)
 
 
 def make_optimizer(model, cfg):
-    """AdamW with weight decay on the 2-D `.weight` matrices and none on norms, biases and vectors."""
+    """AdamW over the trainable parameters (all of them, or a LoRA run's adapters), with weight decay
+    on the 2-D `.weight` matrices and none on norms, biases and vectors."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
         (decay if p.ndim == 2 and name.endswith("weight") else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return mg.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=(0.9, cfg.beta2))
@@ -304,6 +474,14 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
     if streamer is not None:
         streamer.end()
     return np.asarray(out, dtype=np.int64)
+
+
+def textless_ids(model, tokenizer):
+    """The ids the model can sample but the tokenizer has no text for (a vocabulary padded beyond the
+    tokenizer's, as RWKV-7's 65536 against the World tokenizer's 65530), for generate's
+    suppress_tokens; None when there are none."""
+    vocab = model.config.vocab_size
+    return range(tokenizer.vocab_size, vocab) if tokenizer.vocab_size < vocab else None
 
 
 class _WindowStreamer:
@@ -505,7 +683,9 @@ def _peak_rss_mb():
 
 @dataclasses.dataclass
 class _Run:
-    """What a training run works on, fresh or restored from a checkpoint."""
+    """What a training run works on, fresh or restored from a checkpoint. A fine-tune also has its
+    `origin` ({"path", "kind"} of the pretrained model, recorded as extra["init_from"]) and, with LoRA,
+    `base` (the origin and its weights' fingerprint: checkpoints then hold only the adapters)."""
     cfg: TrainConfig
     model: object
     optimizer: object
@@ -516,6 +696,8 @@ class _Run:
     step: int = 0
     elapsed_s: float = 0.0
     prompt: str = "\n"
+    origin: dict = None
+    base: dict = None
 
     def save(self, step, elapsed):
         """Checkpoint step `step`; a model whose parameters are no longer finite is never saved
@@ -527,39 +709,142 @@ class _Run:
                 f"the parameters became non-finite by step {step} ({bad} holds nan/inf), so it was not "
                 f"saved; {_newest_good(cfg.out)}. Try a lower --lr (now {cfg.lr:g}), a longer --warmup "
                 "or a smaller --grad-clip.")
+        extra = {"elapsed_s": elapsed, "train": dataclasses.asdict(cfg)}
+        if self.origin is not None:
+            extra["init_from"] = self.origin
         return io.save_checkpoint(
-            cfg.out, step, self.model, self.optimizer, model_type=cfg.model, tokenizer=self.tokenizer,
-            keep=cfg.keep, rng={"sampler": self.sampler.state_dict(), "minigrad": mg.get_rng_state()},
-            extra={"elapsed_s": elapsed, "train": dataclasses.asdict(cfg)})
+            cfg.out, step, self.model, self.optimizer, model_type=io.model_type_of(self.model),
+            tokenizer=self.tokenizer, keep=cfg.keep, base=self.base, extra=extra,
+            rng={"sampler": self.sampler.state_dict(), "minigrad": mg.get_rng_state()})
+
+    def name(self):
+        """gpt-small (from scratch), or e.g. "SmolLM2-135M.gguf + LoRA r 8" (a fine-tune)."""
+        if self.origin is None:
+            return f"{self.cfg.model}-{self.cfg.size}"
+        base = os.path.basename(self.origin["path"])
+        return f"{base} + LoRA r {self.cfg.lora}" if self.cfg.lora else f"{base} fine-tuned"
+
+    def describe(self):
+        """The model line of the log: type and size (from scratch) or where it started, parameters,
+        and what trains."""
+        cfg, model = self.cfg, self.model
+        n_params = sum(p.data.size for p in model.parameters())
+        what = (f"{io.model_type_of(model)} from {self.origin['path']} ({self.origin['kind']})" if self.origin
+                else f"{cfg.model}-{cfg.size}")
+        line = f"{what}, {n_params / 1e6:.2f}M parameters"
+        if cfg.lora:
+            trained = sum(p.data.size for p in model.parameters() if p.requires_grad)
+            line += (f" ({trained / 1e6:.3f}M trained: LoRA r {cfg.lora}, alpha {cfg.lora_alpha:g} on "
+                     f"{len(lora_layers(model))} layers)")
+        return line
+
+
+class _Start(typing.NamedTuple):
+    """The model a run trains and its tokenizer, with `_Run.origin` and `_Run.base`."""
+    model: object
+    tokenizer: object
+    origin: dict = None
+    base: dict = None
+
+
+def _start(cfg, ckpt, text, log):
+    """The `_Start` of a run: restored from `ckpt` (resume), loaded from cfg.init_from (with fresh
+    LoRA adapters if cfg.lora), or a fresh model of cfg's size with a tokenizer made from `text`."""
+    if ckpt is not None:
+        return _Start(ckpt.build_model(), ckpt.tokenizer, (ckpt.extra or {}).get("init_from"),
+                      (ckpt.lora or {}).get("base"))
+    if cfg.init_from is not None:
+        return _pretrained_start(cfg, log)
+    tokenizer = make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
+    model = build_model(cfg.model, cfg.size, tokenizer.vocab_size, cfg.seq_len, cfg.seed,
+                        cfg.size_overrides())
+    return _Start(model, tokenizer)
+
+
+def _pretrained_start(cfg, log):
+    """The `_Start` of a fine-tune: the model and tokenizer at cfg.init_from (a LoRA run's adapters merged
+    into its weights), and with cfg.lora fresh adapters on it (seeded by cfg.seed)."""
+    try:
+        loaded = pretrained.load_pretrained(cfg.init_from)
+    except (OSError, ValueError, ImportError) as e:
+        raise _with_context(e, f"train: --init-from {cfg.init_from}") from None
+    log(f"init from: {loaded.description}")
+    model = io.merged_model(loaded.model)
+    path = loaded.checkpoint.path if loaded.checkpoint is not None else cfg.init_from
+    origin = {"path": os.path.abspath(path), "kind": loaded.kind}
+    if not cfg.lora:
+        return _Start(model, loaded.tokenizer, origin)
+    base = dict(origin, fingerprint=io.weights_fingerprint(model))
+    _add_adapters(model, cfg)
+    return _Start(model, loaded.tokenizer, origin, base)
+
+
+def _with_context(error, context):
+    """An exception of the same type as `error` whose message starts with `context` (a ValueError when
+    that type cannot be built from one message)."""
+    message = f"{context}: {error}"
+    try:
+        return type(error)(message)
+    except TypeError:
+        return ValueError(message)
+
+
+def _add_adapters(model, cfg):
+    """Put LoRA adapters (cfg.lora, lora_alpha, lora_dropout, lora_targets) on `model`, in place,
+    freezing every other weight; A is initialised from minigrad's generator seeded with cfg.seed."""
+    if cfg.lora_dropout and io.model_type_of(model) == "rwkv7":
+        raise ValueError("train: --lora-dropout must be 0 for RWKV-7: its fused time mix and channel mix "
+                         "multiply by W + s B A, which cannot drop the LoRA branch's input alone")
+    config = LoraConfig(r=cfg.lora, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                        target_modules=lora_target_modules(cfg.lora_targets))
+    mg.manual_seed(cfg.seed)
+    try:
+        apply_lora(model, config)
+    except ValueError as e:
+        raise ValueError(f"train: --lora-targets {cfg.lora_targets}: {e}") from None
+
+
+def fit_to_model(cfg, model, source):
+    """`cfg` with seq_len fitted to the model: a fine-tune's default (FINETUNE, at most the model's
+    max_seq_len); ValueError when a given one exceeds a GPT's max_seq_len (`source`: where the
+    model came from)."""
+    limit = getattr(model.config, "max_seq_len", None)
+    if cfg.seq_len is None:
+        cfg = dataclasses.replace(cfg, seq_len=min(FINETUNE["seq_len"], limit or FINETUNE["seq_len"]))
+    if limit is not None and cfg.seq_len > limit:
+        raise ValueError(f"train: --seq-len: seq_len {cfg.seq_len} exceeds the model's max_seq_len {limit}"
+                         + (f" (from {source})" if source else ""))
+    return cfg
+
+
+def _resume_checkpoint(cfg, log):
+    """(the newest checkpoint of cfg.out, its `_Saved` record) when resuming, checked against cfg;
+    (None, None) otherwise."""
+    if not cfg.resume:
+        return None, None
+    if not io.list_checkpoints(cfg.out):
+        log(f"--resume: no checkpoint in {cfg.out}, starting a new run")
+        return None, None
+    ckpt = io.load_checkpoint(cfg.out)
+    saved = saved_run_state(ckpt)
+    _check_resume_matches(ckpt, cfg, saved.settings)
+    return ckpt, saved
 
 
 def _prepare(cfg, log):
-    """Data, model and optimizer: fresh, or restored exactly from the newest checkpoint on resume."""
-    ckpt = None
-    if cfg.resume:
-        if io.list_checkpoints(cfg.out):
-            ckpt = io.load_checkpoint(cfg.out)
-        else:
-            log(f"--resume: no checkpoint in {cfg.out}, starting from scratch")
-    if ckpt is not None:
-        saved = saved_run_state(ckpt)
-        _check_resume_matches(ckpt, cfg, saved.settings)
+    """Data, model and optimizer: fresh, or restored exactly from the newest checkpoint on resume.
+    The returned run's cfg has the model's seq_len (`fit_to_model`)."""
+    ckpt, saved = _resume_checkpoint(cfg, log)
     text, corpus_desc = load_corpus(cfg.corpus)
-    tokenizer = ckpt.tokenizer if ckpt else make_tokenizer(cfg.tokenizer, text, cfg.bpe_vocab)
+    # everything that can fail on the user's settings (model, data, optimizer, the context length)
+    # before anything on disk moves
+    start = _start(cfg, ckpt, text, log)
+    model, tokenizer = start.model, start.tokenizer
+    cfg = fit_to_model(cfg, model, ckpt.path if ckpt else cfg.init_from)
     train_ids, val_ids = split_corpus(tokenizer, text, cfg.val_fraction)
     sampler = BatchSampler(train_ids, cfg.batch_size, cfg.seq_len, seed=cfg.seed)
     val_batches = eval_batches(val_ids, cfg.batch_size, cfg.seq_len, cfg.eval_batches) if len(val_ids) else []
     prompt = _sample_prompt(cfg, tokenizer, text)
-    # everything that can fail on the user's settings (model, optimizer, the context length) before
-    # anything on disk moves
-    if ckpt is None:
-        model = build_model(cfg.model, cfg.size, tokenizer.vocab_size, cfg.seq_len, cfg.seed)
-    else:
-        model = ckpt.build_model()
-    limit = getattr(model.config, "max_seq_len", None)
-    if limit is not None and cfg.seq_len > limit:
-        raise ValueError(f"train: seq_len {cfg.seq_len} exceeds the model's max_seq_len {limit}"
-                         + (f" (from {ckpt.path})" if ckpt else ""))
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     optimizer = make_optimizer(model, cfg)
@@ -568,14 +853,15 @@ def _prepare(cfg, log):
     else:
         io.check_optimizer_checkpoint(optimizer, ckpt)
     log(f"corpus: {corpus_desc}; {len(train_ids):,} train / {len(val_ids):,} val tokens ({tokenizer})")
+    run = _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, prompt=prompt,
+               origin=start.origin, base=start.base)
     if ckpt is None:
-        return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, prompt=prompt)
+        return run
     optimizer.load_state_dict(ckpt.optimizer_state)
     sampler.load_state_dict(saved.sampler)
     mg.set_rng_state(saved.rng)
     log(f"resumed from {ckpt.path} at step {ckpt.step}")
-    return _Run(cfg, model, optimizer, tokenizer, sampler, val_batches, corpus_desc, ckpt.step,
-                saved.elapsed_s, prompt)
+    return dataclasses.replace(run, step=ckpt.step, elapsed_s=saved.elapsed_s)
 
 
 class _Saved(typing.NamedTuple):
@@ -623,16 +909,25 @@ def _sample_prompt(cfg, tokenizer, text):
     return prompt
 
 
+RESUME_FLAGS = {"model": "--model", "size": "--config", "tokenizer": "--tokenizer",
+                "init_from": "--init-from", "lora": "--lora", **LORA_FLAGS, **SIZE_FLAGS}
+
+
 def _check_resume_matches(ckpt, cfg, settings):
     """--resume continues the checkpoint's run (`settings`: its TrainConfig as a dict): a different model
-    type, size or tokenizer is an error (the checkpoint's model and tokenizer would be used while the
-    log and the next save said otherwise)."""
-    saved = dict(settings, model=ckpt.model_type)
-    for key in ("model", "size", "tokenizer"):
+    type, size, tokenizer, pretrained model or LoRA setting is an error (the checkpoint's model and
+    tokenizer would be used while the log and the next save said otherwise)."""
+    saved = dict(settings)
+    if saved.get("init_from") is None:      # a fine-tune's model type is the pretrained model's
+        saved["model"] = ckpt.model_type
+    for key, flag in RESUME_FLAGS.items():
         if key in saved and saved[key] != getattr(cfg, key):
-            what = f"a {saved[key]!r} model" if key == "model" else f"a run with {key} {saved[key]!r}"
-            raise io.CheckpointError(f"--resume: {ckpt.path} holds {what}, not {getattr(cfg, key)!r}; "
-                                     f"use --{key} {saved[key]} or another --out")
+            value = saved[key]
+            what = (f"a {value!r} model" if key == "model" else f"a run without {flag}" if value is None
+                    else f"a run with {flag} {value}")
+            fix = f"give {flag} {value} or" if value is not None else "use"
+            raise io.CheckpointError(f"--resume: {ckpt.path} holds {what}, not {flag} {getattr(cfg, key)}; "
+                                     f"{fix} another --out")
 
 
 def train(cfg, log=print):
@@ -642,13 +937,14 @@ def train(cfg, log=print):
         mg.set_num_threads(cfg.threads)
     os.makedirs(cfg.out, exist_ok=True)
     run = _prepare(cfg, log)
-    model, optimizer, sampler, val_batches = run.model, run.optimizer, run.sampler, run.val_batches
+    cfg, model, optimizer, sampler = run.cfg, run.model, run.optimizer, run.sampler
+    val_batches = run.val_batches
     step, elapsed_before = run.step, run.elapsed_s
 
     n_params = sum(p.data.size for p in model.parameters())
     tokens_per_step = cfg.batch_size * cfg.seq_len * cfg.grad_accum
     accum = f" x {cfg.grad_accum} micro-batches" if cfg.grad_accum > 1 else ""
-    log(f"model: {cfg.model}-{cfg.size}, {n_params / 1e6:.2f}M parameters; batch {cfg.batch_size} x "
+    log(f"model: {run.describe()}; batch {cfg.batch_size} x "
         f"{cfg.seq_len}{accum} = {tokens_per_step} tokens/step; lr {cfg.lr:g}; threads {mg.get_num_threads()}"
         + ("; gradient checkpointing" if cfg.gradient_checkpointing else ""))
     length = f"{cfg.steps} steps" if cfg.steps else f"{cfg.minutes:g} minutes"
@@ -666,9 +962,9 @@ def train(cfg, log=print):
             return True
         return budget is not None and elapsed >= budget
 
-    plot_path, title = os.path.join(cfg.out, "loss.png"), f"{cfg.model}-{cfg.size} on {run.corpus_desc}"
+    plot_path, title = os.path.join(cfg.out, "loss.png"), f"{run.name()} on {run.corpus_desc}"
     progress = _Progress(cfg.progress, cfg.steps, step)
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
     t_start = time.perf_counter()
     step_time, train_loss, val_loss, ema_loss = None, None, None, None
     elapsed = elapsed_before
@@ -740,6 +1036,8 @@ def train(cfg, log=print):
     log(f"checkpoint: {result['checkpoint']}" + (f"; loss curve: {plot}" if plot else ""))
     if cfg.sample_tokens and not stop.requested:
         result["sample"] = generate_text(model, run.tokenizer, run.prompt, cfg.sample_tokens, cfg.temperature,
-                                         cfg.top_k, cfg.top_p, seed=cfg.seed, window=cfg.seq_len)
+                                         cfg.top_k, cfg.top_p, seed=cfg.seed, window=cfg.seq_len,
+                                         eos_token_id=getattr(run.tokenizer, "eos_token_id", None),
+                                         suppress_tokens=textless_ids(model, run.tokenizer))
         log("-" * 30 + " sample " + "-" * 30 + "\n" + result["sample"] + "\n" + "-" * 68)
     return result

@@ -5,7 +5,7 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import nn
-from minigrad.models import GPT, GPTConfig, RWKV7, RWKV7Config
+from minigrad.models import GPT, RWKV7, GPTConfig, RWKV7Config
 
 
 def _draw_state():

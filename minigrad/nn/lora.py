@@ -43,7 +43,8 @@ from minigrad.tensor import Tensor
 
 __all__ = ["LoraConfig", "LoraLinear", "apply_lora", "get_peft_model", "lora_layers", "merge_lora",
            "unload_lora", "disable_adapters", "lora_state_dict", "load_lora_state_dict", "save_adapter",
-           "load_adapter", "print_trainable_parameters", "fused_weight", "needs_call"]
+           "load_adapter", "print_trainable_parameters", "fused_weight", "needs_call", "adapter_record",
+           "apply_adapter_record", "adapter_names"]
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -281,6 +282,16 @@ def _swap(model, replacement):
             new = replacement.get(id(child))
             if new is not None:
                 parent._modules[name] = new
+
+
+def _named_linears(model, names, where):
+    """{name: Linear} of `model` for exactly `names`; ValueError naming those that are not its Linears."""
+    linears = dict(_linears(model))
+    unknown = sorted(set(names) - set(linears))
+    if unknown:
+        raise ValueError(f"{where} adapts {unknown[:4]}, which are not Linear layers of "
+                         f"{type(model).__name__}")
+    return {name: linears[name] for name in names}
 
 
 def _refuse_second_adapter(model, where):
@@ -557,11 +568,7 @@ def load_adapter(model, path, is_trainable=False):
         config = LoraConfig(**kwargs, target_modules=tuple(modules))
     except (TypeError, ValueError) as e:
         raise ValueError(f"{os.path.join(path, CONFIG_NAME)}: {e}") from None
-    linears = dict(_linears(model))
-    unknown = sorted(set(modules) - set(linears))
-    if unknown:
-        raise ValueError(f"load_adapter: {path} adapts {unknown[:4]}, which are not Linear layers of "
-                         f"{type(model).__name__}")
+    linears = _named_linears(model, modules, f"load_adapter: {path}")
     _check_fit(modules, linears, config.r)
     arrays = {name: {part: _float_array(a, f"{name}.{part}.weight", linears[name].weight.dtype,
                                         f"load_adapter: {os.path.join(path, WEIGHTS_NAME)}")
@@ -576,4 +583,46 @@ def load_adapter(model, path, is_trainable=False):
                 linears[name].weight.copy_(Tensor(parts["base_layer"]))
     for p in _adapter_params(model).values():
         p.requires_grad_(bool(is_trainable))
+    return model
+
+
+# ----------------------------------------------------------------------------------------------
+# a model's adapters as a JSON record (minigrad checkpoints)
+
+_RECORD_FIELDS = ("r", "lora_alpha", "lora_dropout", "use_rslora")
+
+
+def adapter_record(model):
+    """A JSON-able record of the model's adapters: LoraConfig's r, lora_alpha, lora_dropout,
+    use_rslora and "modules", the exact names of the adapted layers; `apply_adapter_record` puts the
+    same (freshly initialised) adapters on a model without any. ValueError if it has none."""
+    layers = lora_layers(model)
+    if not layers:
+        raise ValueError(f"adapter_record: {type(model).__name__} has no LoRA layers")
+    config = layers[0][1].config
+    return {**{k: getattr(config, k) for k in _RECORD_FIELDS}, "modules": [name for name, _ in layers]}
+
+
+def adapter_names(record):
+    """The adapter parameter names ("<layer>.lora_A.weight", ...) of an `adapter_record`."""
+    return [f"{name}.{part}.weight" for name in record["modules"] for part in ADAPTER_PARTS]
+
+
+def apply_adapter_record(model, record, where="apply_adapter_record"):
+    """Wrap exactly the layers `record` (see adapter_record) names, with its config, in place, and
+    freeze every other parameter; returns `model`. ValueError / TypeError naming `where` for a
+    malformed record or a layer the model lacks; checked before the model changes."""
+    _refuse_second_adapter(model, where)
+    if not isinstance(record, dict) or set(record) != {*_RECORD_FIELDS, "modules"}:
+        raise ValueError(f"{where}: a LoRA record has exactly the keys {[*_RECORD_FIELDS, 'modules']}, got "
+                         f"{sorted(record) if isinstance(record, dict) else record!r}")
+    modules = record["modules"]
+    if not isinstance(modules, list) or not all(isinstance(n, str) for n in modules):
+        raise ValueError(f"{where}: the LoRA record's modules must be a list of names, got {modules!r:.200}")
+    try:
+        config = LoraConfig(**{k: record[k] for k in _RECORD_FIELDS}, target_modules=tuple(modules))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    linears = _named_linears(model, modules, where)
+    _wrap(model, config, list(linears.items()))
     return model
