@@ -1,4 +1,4 @@
-"""Command line: `python -m minigrad train | sample | eval | info | export` (also installed as
+"""Command line: `python -m minigrad train | sample | eval | info | export | chat` (also installed as
 `minigrad`)."""
 import argparse
 import dataclasses
@@ -136,6 +136,11 @@ SAMPLE_EPILOG = """examples:
   python -m minigrad sample --ckpt RWKV-x070-World-0.1B.pth --prompt "Hello"
 """
 
+CHAT_EPILOG = """examples:
+  python -m minigrad chat --ckpt SmolLM2-135M-Instruct.Q4_1.gguf
+  python -m minigrad chat --ckpt SmolLM2-135M-Instruct.Q4_1.gguf --message "What is the capital of France?"
+"""
+
 EVAL_EPILOG = """examples:
   python -m minigrad eval --ckpt runs/gpt-small              # the run's validation split
   python -m minigrad eval --ckpt runs/rwkv --stateful --json # the split as one sequence, as JSON
@@ -222,7 +227,13 @@ def _run_window(ckpt):
 def cmd_sample(args):
     import minigrad as mg
     from minigrad.kernels.validate import check_int
-    from minigrad.models.sampling import TextStreamer, check_min_p, check_repetition_penalty, check_sampling
+    from minigrad.models.sampling import (
+        TextStreamer,
+        check_min_p,
+        check_repetition_penalty,
+        check_sampling,
+        textless_ids,
+    )
     from minigrad.pretrained import load_pretrained
     from minigrad.train import generate_ids
 
@@ -244,12 +255,10 @@ def cmd_sample(args):
         ids = ids if len(ids) else tok.encode("\n")      # as generate_text: something to continue
         # a run's own training length; a pretrained GPT's max_seq_len (generate_ids' default); RWKV-7: none
         window = _run_window(loaded.checkpoint) if loaded.checkpoint is not None else None
-        vocab = loaded.model.config.vocab_size   # may be padded beyond the tokenizer's: never sample those
-        textless = range(tok.vocab_size, vocab) if tok.vocab_size < vocab else None
         # the text is printed as it is generated (prompt first), then a newline
         generate_ids(loaded.model, ids, args.tokens, args.temperature, args.top_k, args.top_p,
                      seed=args.seed, window=window, eos_token_id=getattr(tok, "eos_token_id", None),
-                     suppress_tokens=textless, streamer=TextStreamer(tok), **controls)
+                     suppress_tokens=textless_ids(loaded.model, tok), streamer=TextStreamer(tok), **controls)
     except CLI_ERRORS as e:
         _error("sample", e)
         return 1
@@ -403,7 +412,7 @@ def cmd_export(args):
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minigrad",
                                      description="minigrad: train and sample small language models on CPU.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sample,eval,info,export}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sample,eval,info,export,chat}")
     p = sub.add_parser("train", help="train a GPT or RWKV-7 language model",
                        description="Train a small language model (byte-level by default) on Shakespeare or "
                                    "your own text, with checkpoints, resume, metrics and a loss plot.",
@@ -472,6 +481,17 @@ def build_parser():
     p.add_argument("--safetensors", metavar="FILE", help="RWKV-7: write an official-names .safetensors")
     p.add_argument("--threads", type=int, help="threads for kernels and BLAS")
     p.set_defaults(func=cmd_export)
+
+    from minigrad import chat
+
+    p = sub.add_parser("chat", help="talk to an instruct model through its chat template",
+                       description="Chat with an instruct model (Hugging Face directory, GGUF, minigrad "
+                                   "checkpoint, RWKV-7): each turn is laid out by the tokenizer's chat "
+                                   "template as transformers does; --message answers once, else lines from "
+                                   "stdin (/reset, /exit). See docs/chat.md.",
+                       epilog=CHAT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    chat.build_parser_args(p)
+    p.set_defaults(func=chat.run)
     return parser
 
 

@@ -24,7 +24,13 @@ import numpy as np
 from minigrad.data.chat import check_messages
 from minigrad.data.tokenizer import RWKVWorldTokenizer
 from minigrad.kernels.validate import check_int
-from minigrad.models.sampling import TextStreamer, check_min_p, check_repetition_penalty, check_sampling
+from minigrad.models.sampling import (
+    TextStreamer,
+    check_min_p,
+    check_repetition_penalty,
+    check_sampling,
+    textless_ids,
+)
 from minigrad.pretrained import ACCEPTED, TOKENIZER_FILES, load_pretrained
 
 DEFAULT_TOKENS = 512
@@ -276,8 +282,7 @@ class ChatSession:
         self.sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=check_min_p(min_p),
                              repetition_penalty=check_repetition_penalty(repetition_penalty))
         self.limit = getattr(model.config, "max_seq_len", None)
-        vocab = model.config.vocab_size
-        self.textless = range(tokenizer.vocab_size, vocab) if tokenizer.vocab_size < vocab else None
+        self.textless = textless_ids(model, tokenizer)
         self.history, self.replies = [], 0
 
     def describe(self):

@@ -44,7 +44,7 @@ from minigrad.data import (
 )
 from minigrad.data.batching import sampler_generator
 from minigrad.kernels.validate import check_finite_scalar, check_int
-from minigrad.models.sampling import check_sampling, check_streamer
+from minigrad.models.sampling import check_sampling, check_streamer, textless_ids
 from minigrad.nn.lora import LoraConfig, apply_lora, lora_layers
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
 from minigrad.random import generator_from_state
@@ -474,14 +474,6 @@ def generate_ids(model, ids, tokens, temperature=0.8, top_k=None, top_p=None, se
     if streamer is not None:
         streamer.end()
     return np.asarray(out, dtype=np.int64)
-
-
-def textless_ids(model, tokenizer):
-    """The ids the model can sample but the tokenizer has no text for (a vocabulary padded beyond the
-    tokenizer's, as RWKV-7's 65536 against the World tokenizer's 65530), for generate's
-    suppress_tokens; None when there are none."""
-    vocab = model.config.vocab_size
-    return range(tokenizer.vocab_size, vocab) if tokenizer.vocab_size < vocab else None
 
 
 class _WindowStreamer:

@@ -17,6 +17,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import chat, pretrained
+from minigrad.__main__ import main as cli_main
 from minigrad.data import (
     BPETokenizer,
     ChatTemplateError,
@@ -371,8 +372,8 @@ def parse(*argv):
 
 
 def run_chat(capsys, *argv):
-    """(exit code, stdout, stderr) of the chat command with `argv`."""
-    rc = chat.run(parse(*argv))
+    """(exit code, stdout, stderr) of `python -m minigrad chat` with `argv`."""
+    rc = cli_main(["chat", *(str(a) for a in argv)])
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -78,6 +78,14 @@ def check_suppress(suppress_tokens, vocab_size):
     return ids if len(ids) else None
 
 
+def textless_ids(model, tokenizer):
+    """The ids the model can sample but the tokenizer has no text for (a vocabulary padded beyond the
+    tokenizer's, as RWKV-7's 65536 against the World tokenizer's 65530), for generate's
+    suppress_tokens; None when there are none."""
+    vocab = model.config.vocab_size
+    return range(tokenizer.vocab_size, vocab) if tokenizer.vocab_size < vocab else None
+
+
 def check_eos(eos_token_id, vocab_size):
     """eos_token_id (None, an int or a non-empty list of ints) as None or an int64 array of ids."""
     if eos_token_id is None:
