@@ -368,6 +368,20 @@ def _check_export_fits(model, targets):
                          "with --lora): use --hf / --pth / --safetensors")
 
 
+def _check_export_keeps_base(ckpt, targets):
+    """ValueError naming the option when a target is the base model a LoRA checkpoint of adapters
+    (`ckpt`) names: writing the merged weights there would lose the base, and with it the run's
+    every checkpoint (their fingerprint no longer matches)."""
+    base = ((ckpt.lora or {}).get("base") or {}).get("path") if ckpt is not None else None
+    if base is None:
+        return
+    for option, path in targets.items():     # an adapter directory holds other file names
+        if option != "adapter" and os.path.realpath(path) == os.path.realpath(base):
+            raise ValueError(f"--{option} {path} is the base model of {ckpt.path}'s LoRA adapters: writing "
+                             "there would replace it and leave the run's checkpoints unusable; give another "
+                             "path")
+
+
 def export_model(model, tokenizer, targets):
     """Write `model` as `targets` says (see `_export_targets`): the PEFT adapter directory first, then
     the weights with any LoRA adapters merged (a Hugging Face directory with tokenizer.json for a BPE
@@ -401,6 +415,7 @@ def cmd_export(args):
             mg.set_num_threads(args.threads)
         targets = _export_targets(args)
         loaded = load_pretrained(args.ckpt, need_tokenizer=False)
+        _check_export_keeps_base(loaded.checkpoint, targets)
         lines = export_model(loaded.model, loaded.tokenizer, targets)
     except CLI_ERRORS as e:
         _error("export", e)

@@ -528,7 +528,7 @@ class Checkpoint:
                                   f"(unexpected {_listing(sorted(base_state), 3) or 'none'}; missing "
                                   f"{_listing(missing, 3) or 'none'}): it is corrupted")
         else:
-            model = load_base_model(self.lora["base"], self.path)
+            model = load_base_model(self.lora["base"], self.path, self)
         try:
             apply_adapter_record(model, record, where=f"{self.path}: its LoRA record")
             load_lora_state_dict(model, {k: v for k, v in self.model_state.items() if k in names})
@@ -576,11 +576,13 @@ def merged_model(model):
     return merge_lora(model) if lora_layers(model) else model
 
 
-def load_base_model(base, source):
+def load_base_model(base, source, checkpoint=None):
     """The model at base["path"] (`minigrad.pretrained.load_pretrained`, any LoRA adapters of a minigrad
     checkpoint merged) whose kind and weights_fingerprint are base["kind"] and base["fingerprint"]:
     the base model the adapters of checkpoint `source` were trained on. CheckpointError when it is
-    gone, unreadable or has other weights (the adapters would compute something else)."""
+    gone, unreadable or has other weights (the adapters would compute something else), or, given the
+    `checkpoint` (a Checkpoint) of the adapters, another config than its saved one (`check_config_matches`:
+    a config.json whose rope_theta or rms_norm_eps changed computes something else on the same weights)."""
     from minigrad.pretrained import LABELS, load_pretrained
 
     path, kind = base["path"], base["kind"]
@@ -600,6 +602,12 @@ def load_base_model(base, source):
         raise CheckpointError(f"{what} has changed since the adapters were trained (weights fingerprint "
                               f"{found}, recorded {base['fingerprint']}): restore the original, or the "
                               "adapters would compute something else")
+    if checkpoint is not None:
+        try:
+            check_config_matches(model, checkpoint)
+        except CheckpointError as e:
+            raise CheckpointError(f"{what} has changed since the adapters were trained (its config): {e}; "
+                                  "restore the original") from None
     return model
 
 

@@ -234,7 +234,7 @@ def sample(logits, temperature=1.0, top_k=None, top_p=None, rng=None, min_p=None
 class Sampler:
     """One `generate` call's token choice, with Hugging Face `generate` semantics.
 
-    Holds the sequences (B, T + max_new_tokens) as they grow from the prompt, the rng, and for the
+    Holds the sequences (up to B x (T + max_new_tokens), a buffer grown as they come), the rng, and for the
     repetition penalty the tokens present in each row (prompt included, its `pads` left pads (B,)
     not: `left_padding`). `push(logits)` appends one id per row; once a row samples an eos id it is
     finished and gets pad_token_id ever after, and generation is `done` when every row has finished
@@ -245,6 +245,7 @@ class Sampler:
     A streamer gets HF's calls in HF's order: put(prompt (B, T)) here, put(new ids (B,)) at every
     push (a finished row's pad_token_id included), both int64 numpy copies, and end() at `finish()`.
     """
+    CHUNK = 4096        # the first allocation holds the prompt and this many new ids
 
     def __init__(self, prompt, max_new_tokens, vocab_size, temperature=1.0, top_k=None, top_p=None,
                  seed=None, eos_token_id=None, pad_token_id=None, repetition_penalty=1.0, min_p=None,
@@ -259,7 +260,10 @@ class Sampler:
         self.suppress = check_suppress(suppress_tokens, vocab_size)
         self.streamer = check_streamer(streamer)
         B, T = prompt.shape
-        self.out = np.empty((B, T + max_new_tokens), np.int64)
+        # grown as tokens come (`_room`): a recurrent model takes any max_new_tokens, which must not
+        # allocate B x max_new_tokens ids up front (--tokens 10**11 was a MemoryError before the first)
+        self.total = T + max_new_tokens
+        self.out = np.empty((B, min(self.total, T + self.CHUNK)), np.int64)
         self.out[:, :T] = prompt
         self.length = T
         self.finished = np.zeros(B, bool)
@@ -272,7 +276,7 @@ class Sampler:
     @property
     def done(self):
         """True once max_new_tokens are in or every row has sampled an eos id."""
-        return self.length == self.out.shape[1] or (self.eos is not None and bool(self.finished.all()))
+        return self.length == self.total or (self.eos is not None and bool(self.finished.all()))
 
     @property
     def last(self):
@@ -282,11 +286,19 @@ class Sampler:
     def push(self, logits):
         """Append the ids chosen from next-token logits (B, V) unless done; True while more are wanted."""
         if not self.done:
+            self._room()
             self.out[:, self.length] = self._choose(logits)
             if self.streamer is not None:
                 self.streamer.put(self.out[:, self.length].copy())
             self.length += 1
         return not self.done
+
+    def _room(self):
+        """Make room for one more column: the buffer doubles, up to the prompt + max_new_tokens."""
+        if self.length == self.out.shape[1]:
+            grown = np.empty((len(self.out), min(self.total, 2 * self.out.shape[1])), np.int64)
+            grown[:, :self.length] = self.out
+            self.out = grown
 
     def finish(self):
         """The end of generation: the streamer's end()."""
