@@ -6,15 +6,12 @@ import shutil
 
 import numpy as np
 import pytest
+from _tiny_pretrained import write_corpus, write_tiny_gpt
 
-import minigrad as mg
 from minigrad import io
-from minigrad.models import GPT, GPTConfig
 from minigrad.train import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-LINE = "the king doth love the night, and the night doth love the king.\n"
 
 
 def quiet(*args, **kwargs):
@@ -23,24 +20,14 @@ def quiet(*args, **kwargs):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "king.txt"
-    path.write_text(LINE * 40, encoding="utf-8")
-    return str(path)
+    return write_corpus(tmp_path_factory.mktemp("corpus"), 40)
 
 
 @pytest.fixture(scope="module")
 def gpt_base(tmp_path_factory):
     """A tiny GPT (context 48) with random weights, saved with save_hf next to a BPE tokenizer.json."""
     pytest.importorskip("tokenizers")
-    from minigrad.data import BPETokenizer
-
-    tok = BPETokenizer.train(LINE * 20 + "".join(chr(c) for c in range(32, 127)), vocab_size=300)
-    mg.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tok.vocab_size, d_model=32, n_layer=2, n_head=2, ffn_hidden=64,
-                          max_seq_len=48))
-    path = str(tmp_path_factory.mktemp("gpt") / "tiny-llama")
-    model.save_hf(path, tokenizer=tok)
-    return path
+    return write_tiny_gpt(tmp_path_factory.mktemp("gpt"))
 
 
 def finetune(corpus, out, init_from, **kw):
