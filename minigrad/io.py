@@ -26,6 +26,7 @@ import re
 import secrets
 import stat
 import struct
+import threading
 import warnings
 from io import BytesIO
 
@@ -576,6 +577,10 @@ def merged_model(model):
     return merge_lora(model) if lora_layers(model) else model
 
 
+MAX_BASE_CHAIN = 16            # LoRA runs on LoRA runs: deeper than this is a broken record, not use
+_BASE_CHAIN = threading.local()
+
+
 def load_base_model(base, source, checkpoint=None):
     """The model at base["path"] (`minigrad.pretrained.load_pretrained`, any LoRA adapters of a minigrad
     checkpoint merged) whose kind and weights_fingerprint are base["kind"] and base["fingerprint"]:
@@ -590,10 +595,18 @@ def load_base_model(base, source, checkpoint=None):
     if not os.path.exists(path):
         raise CheckpointError(f"{what} is no longer there: put it back at that path (a symlink will do); the "
                               "adapters cannot be used without it")
+    chain = getattr(_BASE_CHAIN, "sources", ())     # the adapter checkpoints being loaded in this thread
+    sources = chain + (os.path.realpath(source),)
+    if os.path.realpath(path) in sources or len(sources) > MAX_BASE_CHAIN:
+        raise CheckpointError(f"{what} leads back to a checkpoint that needs it (or through more than "
+                              f"{MAX_BASE_CHAIN} LoRA runs): a crafted or corrupted record")
+    _BASE_CHAIN.sources = sources
     try:
         loaded = load_pretrained(path, need_tokenizer=False)
     except (OSError, ValueError, ImportError, TypeError) as e:
         raise CheckpointError(f"{what} cannot be loaded: {e}") from None
+    finally:
+        _BASE_CHAIN.sources = chain
     if loaded.kind != kind:
         raise CheckpointError(f"{what} is now a {LABELS[loaded.kind]}: restore the original file")
     model = merged_model(loaded.model)

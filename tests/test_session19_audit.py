@@ -119,3 +119,26 @@ def test_growing_buffer_gives_the_same_tokens(tiny_rwkv, monkeypatch):
     got_eos = tiny_rwkv.generate(prompt, 21, eos_token_id=eos, pad_token_id=7, **kw).numpy()
     np.testing.assert_array_equal(got_eos, want_eos)
     assert want.shape == (2, 24) and (want_eos[0, 9:] == 7).all()      # row 0 stopped at eos, then pads
+
+
+@pytest.mark.parametrize("cycle", [1, 2])
+def test_a_lora_record_leading_back_to_itself_is_a_clear_error(tmp_path, capsys, cycle):
+    """A crafted adapters-only checkpoint whose base is itself (or two naming each other) recursed
+    until a RecursionError traceback; now a one-line CheckpointError."""
+    from minigrad.__main__ import main
+    from minigrad.models import GPT, GPTConfig
+    from minigrad.nn import LoraConfig, apply_lora
+
+    model = GPT(GPTConfig(vocab_size=16, d_model=8, n_layer=1, n_head=2, ffn_hidden=16, max_seq_len=8))
+    apply_lora(model, LoraConfig(r=2, target_modules=("q_proj",)))
+    runs = [tmp_path / f"run{i}" for i in range(cycle)]
+    files = [io.checkpoint_path(str(r), 1) for r in runs]
+    for i, run in enumerate(runs):    # run i's base is run i+1's checkpoint, the last's the first's
+        base = {"path": files[(i + 1) % cycle], "kind": "minigrad", "fingerprint": "0" * 32}
+        io.save_checkpoint(str(run), 1, model, base=base)
+    with pytest.raises(io.CheckpointError, match="leads back to a checkpoint that needs it"):
+        io.load_checkpoint(files[0]).build_model()
+    capsys.readouterr()
+    assert main(["info", "--ckpt", files[0]]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "leads back" in err
