@@ -335,17 +335,18 @@ EXPORT_EPILOG = """examples:
   python -m minigrad export --ckpt runs/rwkv --pth rwkv.pth              # official RWKV-7 names
   python -m minigrad export --ckpt SmolLM2-135M-Instruct.Q4_1.gguf --hf smollm2   # GGUF -> Hugging Face
 """
-TORCH_FILE_SUFFIXES = (".pth", ".pt", ".bin")
 
 
 def _export_targets(args):
     """{"hf" | "adapter" | "pth" | "safetensors": path} given to `export`, checked before anything loads."""
+    from minigrad.models.rwkv7_io import TORCH_SUFFIXES
+
     targets = {k: getattr(args, k) for k in ("hf", "adapter", "pth", "safetensors") if getattr(args, k)}
     if not targets:
         raise ValueError("give at least one of --hf DIR, --adapter DIR, --pth FILE, --safetensors FILE")
-    if "pth" in targets and not targets["pth"].endswith(TORCH_FILE_SUFFIXES):
+    if "pth" in targets and not targets["pth"].endswith(TORCH_SUFFIXES):
         raise ValueError(f"--pth {targets['pth']}: the file name must end in "
-                         f"{', '.join(TORCH_FILE_SUFFIXES)}")
+                         f"{', '.join(TORCH_SUFFIXES)}")
     if "safetensors" in targets and not targets["safetensors"].endswith(".safetensors"):
         raise ValueError(f"--safetensors {targets['safetensors']}: the file name must end in .safetensors")
     return targets

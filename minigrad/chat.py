@@ -357,7 +357,7 @@ class ChatSession:
 class ReplyStreamer(TextStreamer):
     """Prints a reply as it is sampled, as `ChatSession.reply` returns it: the prompt skipped, the
     end-of-turn token left out, no leading or trailing whitespace (whitespace is held back until text
-    follows it), then a newline."""
+    follows it, and dropped at the end), then a newline."""
 
     def __init__(self, tokenizer, stop_ids=(), file=None):
         super().__init__(tokenizer, skip_prompt=True, file=file)
@@ -372,8 +372,9 @@ class ReplyStreamer(TextStreamer):
         super().put(value)
 
     def on_finalized_text(self, text, stream_end=False):
-        """Print `text` but its trailing whitespace (held for later), the leading whitespace of the
-        reply dropped; at the end, the held whitespace too, and a newline."""
+        """Print `text` but its trailing whitespace (held until more text follows), the leading
+        whitespace of the reply dropped; at the end, what is left without trailing whitespace, and a
+        newline."""
         text = self.held + text
         if not self.started:
             text = text.lstrip()

@@ -32,11 +32,11 @@ from minigrad.data.tokenizer import (
     _require_tokenizers,
     default_rwkv_vocab,
 )
+from minigrad.models.rwkv7_io import TORCH_SUFFIXES  # PyTorch files: official RWKV-7 checkpoints
 
 ACCEPTED = ("a minigrad run directory or ckpt_*.safetensors file, a Hugging Face model directory "
             "(config.json + weights), a .gguf file, or an official RWKV-7 .pth/.safetensors file")
 TOKENIZER_FILES = "a tokenizer.json (Hugging Face tokenizers) or an RWKV vocabulary .txt"
-TORCH_SUFFIXES = (".pth", ".pt", ".bin")        # PyTorch files: official RWKV-7 checkpoints
 HF_CONFIG, HF_TOKENIZER = "config.json", "tokenizer.json"
 GGUF_MAGIC = b"GGUF"
 _MAX_HEADER = 100 * 1024 * 1024                 # a safetensors header larger than this is not peeked at

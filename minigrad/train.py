@@ -44,6 +44,7 @@ from minigrad.data import (
 )
 from minigrad.data.batching import sampler_generator
 from minigrad.kernels.validate import check_finite_scalar, check_int
+from minigrad.models.rwkv7_io import TORCH_SUFFIXES
 from minigrad.models.sampling import check_sampling, check_streamer, textless_ids
 from minigrad.nn.lora import LoraConfig, apply_lora, lora_layers
 from minigrad.optim.lr_scheduler import warmup_constant, warmup_cosine
@@ -86,7 +87,7 @@ SCRATCH_FLAGS = {"model": "--model", "size": "--config", "tokenizer": "--tokeniz
 LORA_FLAGS = {"lora_alpha": "--lora-alpha", "lora_dropout": "--lora-dropout",
               "lora_targets": "--lora-targets"}
 ALL_LINEAR = "all-linear"
-PRETRAINED_SUFFIXES = (".gguf", ".safetensors", ".pth", ".pt", ".bin")
+PRETRAINED_SUFFIXES = (".gguf", ".safetensors", *TORCH_SUFFIXES)
 
 
 @dataclasses.dataclass
@@ -720,7 +721,7 @@ class _Run:
         """The model line of the log: type and size (from scratch) or where it started, parameters,
         and what trains."""
         cfg, model = self.cfg, self.model
-        n_params = sum(p.data.size for p in model.parameters())
+        n_params = pretrained.parameter_count(model)
         what = (f"{io.model_type_of(model)} from {self.origin['path']} ({self.origin['kind']})" if self.origin
                 else f"{cfg.model}-{cfg.size}")
         line = f"{what}, {n_params / 1e6:.2f}M parameters"
@@ -933,7 +934,7 @@ def train(cfg, log=print):
     val_batches = run.val_batches
     step, elapsed_before = run.step, run.elapsed_s
 
-    n_params = sum(p.data.size for p in model.parameters())
+    n_params = pretrained.parameter_count(model)
     tokens_per_step = cfg.batch_size * cfg.seq_len * cfg.grad_accum
     accum = f" x {cfg.grad_accum} micro-batches" if cfg.grad_accum > 1 else ""
     log(f"model: {run.describe()}; batch {cfg.batch_size} x "

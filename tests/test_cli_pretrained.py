@@ -196,7 +196,14 @@ def test_rwkv_safetensors_with_a_tokenizer_file(rwkv, capsys):
     tok = RWKVWorldTokenizer.from_file(rwkv["vocab"])
     assert tok.encode("Hello world").tolist() == [257, 258]
     assert out.startswith("Hello world") and f"--tokenizer {rwkv['vocab']}" in err
-    assert "sampled id" not in err      # the model's ids beyond the file's 262 are never sampled
+    # the model's ids beyond the file's 262 have no text: never sampled (greedy would pick them here)
+    model, vocab = rwkv["model"], rwkv["model"].config.vocab_size
+    prompt = mg.tensor(tok.encode("Hello world")[None])
+    free = np.asarray(model.generate(prompt, 6, temperature=0, eos_token_id=0).data)[0, 2:]
+    kept = np.asarray(model.generate(prompt, 6, temperature=0, eos_token_id=0,
+                                     suppress_tokens=range(tok.vocab_size, vocab)).data)[0]
+    assert (free >= tok.vocab_size).any() and (kept < tok.vocab_size).all()
+    assert out == tok.decode(kept) + "\n"
     rc, out, err = run(capsys, "eval", "--ckpt", rwkv["st"], "--tokenizer", rwkv["vocab"], "--data",
                        rwkv["text"], "--json")
     res = json.loads(out)
