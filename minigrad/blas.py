@@ -18,6 +18,9 @@ import os
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+# Products of at most this many output rows (decoding: one token per sequence) go to numpy: MKL
+# through ctypes costs ~20 us a call, numpy's matmul ~2 us, and their arithmetic is tiny.
+SMALL_ROWS = 16
 _state = {"lib": None, "loaded": False}
 
 
@@ -135,9 +138,9 @@ def _numpy_product(a, b, trans_a, trans_b, out, accumulate):
 def gemm(a, b, trans_a=False, trans_b=False, out=None, accumulate=False):
     """op(a) @ op(b) for 2-D arrays, op = transpose when asked: a (M, K) or (K, M), b (K, N) or
     (N, K) -> (M, N), into `out` (C-contiguous (M, N), same dtype) when given, added to it with
-    accumulate=True. Float32/float64 C-contiguous operands go to MKL when it is in use; everything
-    else to numpy (also an `out` sharing memory with an operand: MKL would read what it has
-    already overwritten)."""
+    accumulate=True. Float32/float64 C-contiguous operands go to MKL when it is in use, unless the
+    product has at most SMALL_ROWS rows; everything else to numpy (also an `out` sharing memory
+    with an operand: MKL would read what it has already overwritten)."""
     return gemm_batch([(a, b, trans_a, trans_b, out, accumulate)])[0]
 
 
@@ -160,7 +163,7 @@ def gemm_batch(products):
             raise ValueError("gemm: accumulate=True needs out")
         calls.append((a, b, bool(trans_a), bool(trans_b), out, bool(accumulate), M, N, K))
     lib = _load()
-    if lib is None or not calls or not _mkl_batch_ok(calls):
+    if lib is None or not calls or max(c[6] for c in calls) <= SMALL_ROWS or not _mkl_batch_ok(calls):
         return [_numpy_product(a, b, ta, tb, out, acc) for a, b, ta, tb, out, acc, *_ in calls]
     outs = [np.empty((M, N), a.dtype) if out is None else out for a, b, ta, tb, out, acc, M, N, K in calls]
     n = len(calls)

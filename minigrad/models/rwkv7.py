@@ -18,6 +18,7 @@ import numpy as np
 from minigrad import functional as F
 from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_index
+from minigrad.models.rwkv7_decode import RecurrentDecoder
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
 from minigrad.models.sampling import Sampler, check_new_tokens, left_padding
@@ -316,14 +317,27 @@ class RWKV7(GradientCheckpointingMixin, Module):
             with no_grad(), frozen_adapters(self):  # LoRA weights W + s B A built once, not per token
                 if not sampler.done:
                     last, state = self._prefill(tokens, pads)
+                    decode = self._decoder(state)
                     with serial_blas():
                         while sampler.push(last):
-                            logits, state = self._run(sampler.last[:, None], state)
-                            last = logits.data[:, -1]
+                            last = decode(sampler.last)
         finally:
             self.train(was_training)
         sampler.finish()
         return Tensor(sampler.sequences())
+
+    def _decoder(self, state):
+        """step(ids (B,)) -> next-token logits (B, V), advancing `state` one token: the lean
+        RecurrentDecoder (same logits as `_run`, without autograd nodes or per-token weight checks),
+        or `_run` itself when forward hooks must fire."""
+        if not self.has_hooks():
+            return RecurrentDecoder(self, state).step
+        carried = [state]
+
+        def step(ids):
+            logits, carried[0] = self._run(ids[:, None], carried[0])
+            return logits.data[:, -1]
+        return step
 
     def _prefill(self, tokens, pads):
         """The prompt tokens (B, T) through the model from the start -> (next-token logits (B, V) of

@@ -160,6 +160,64 @@ def _check_time_mix(x, shift_state, wkv_state, v_first, p, layer_id, N):
     return B, T, C, H
 
 
+def time_mix_forward(x, shift_state, wkv_state, v_first, p, layer_id, N, save=False):
+    """The time-mix forward on checked arrays (`_check_time_mix`), no autograd: x (B, T, C),
+    shift_state (B, C) / wkv_state (B, H, N, N) or None, v_first (B, T, C) for layer_id > 0, p the
+    {official name: array} params. Returns (out (B, T, C), new_shift (B, C), new_wkv (B, H, N, N),
+    v (M, C): this block's value, layer 0's v_first, and what the backward needs when `save`, else None).
+    RWKV7TimeMix.forward and the decoder (models/rwkv7_decode.py) both run it."""
+    B, T, C = x.shape
+    H = C // N
+    M, dt = B * T, x.dtype
+    vres_on = layer_id > 0
+    shift = _zeros_or(shift_state, (B, C), dt)
+    mu = np.concatenate([p[n].reshape(1, C) for n in LERP_PARAMS])
+    xs = np.empty((6, B, T, C), dt)
+    _ts.token_shift_forward(x, shift, mu, xs)
+    xr, xw, xk, xv, xa, xg = xs.reshape(6, M, C)
+
+    r = gemm(xr, p["receptance.weight"], trans_b=True)
+    k = gemm(xk, p["key.weight"], trans_b=True)
+    v = gemm(xv, p["value.weight"], trans_b=True)
+    hw = gemm(xw, p["w1"])
+    _tm.tanh_forward(hw)
+    zw = gemm(hw, p["w2"])
+    ha = gemm(xa, p["a1"])
+    za = gemm(ha, p["a2"])
+    hg = gemm(xg, p["g1"])
+    _tm.sigmoid_forward(hg)
+    g = gemm(hg, p["g2"])
+    if vres_on:
+        hv = gemm(xv, p["v1"])
+        zv = gemm(hv, p["v2"])
+        vf = v_first.reshape(M, C)
+        v0 = p["v0"].reshape(C)
+        vres = np.empty_like(v)
+    else:
+        hv = None
+        zv = vf = _empty_rows(C, dt)
+        v0 = np.zeros(C, dt)
+        vres = v
+    w, kk, kmod, aw, bw = (np.empty_like(k) for _ in range(5))
+    _tm.time_mix_prepare_forward(k, v, zw, za, zv, vf, p["w0"].reshape(C), p["a0"].reshape(C),
+                                 v0, p["k_k"].reshape(C), p["k_a"].reshape(C), H,
+                                 w, kk, kmod, vres, aw, bw)
+    a = za   # prepare_forward turned za into a = sigmoid(a0 + za); zw into w0 + zw
+
+    shape4 = (B, T, H, N)
+    y, sT, wkv_saved = _wkv7_forward(*(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)),
+                                     wkv_state, save)
+    y = y.reshape(M, C)
+    u = np.empty_like(y)
+    mean, rstd, bonus = (np.empty((M, H), dt) for _ in range(3))
+    _tm.time_mix_output_forward(y, r, kmod, vres, g, p["r_k"].reshape(C), p["ln_x.weight"],
+                                p["ln_x.bias"], H, GROUP_NORM_EPS, u, mean, rstd, bonus)
+    out = gemm(u, p["output.weight"], trans_b=True).reshape(B, T, C)
+    saved = ((x, shift, mu, xs, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv, vf, hw, ha, hg, hv,
+              g, y, u, mean, rstd, bonus, *wkv_saved) if save else None)
+    return out, x[:, -1].copy(), sT, v, saved
+
+
 class RWKV7TimeMix(Function):
     """The whole x070 time-mix block as one node; see `rwkv7_time_mix`.
 
@@ -172,59 +230,12 @@ class RWKV7TimeMix(Function):
         layer_id, N = rest[-2], rest[-1]
         p = dict(zip(TIME_MIX_PARAMS, rest[:-2]))
         B, T, C, H = _check_time_mix(x, shift_state, wkv_state, v_first, p, layer_id, N)
-        M, dt = B * T, x.dtype
-        vres_on = layer_id > 0
-        shift = _zeros_or(shift_state, (B, C), dt)
-        mu = np.concatenate([p[n].reshape(1, C) for n in LERP_PARAMS])
-        xs = np.empty((6, B, T, C), dt)
-        _ts.token_shift_forward(x, shift, mu, xs)
-        xr, xw, xk, xv, xa, xg = xs.reshape(6, M, C)
-
-        r = gemm(xr, p["receptance.weight"], trans_b=True)
-        k = gemm(xk, p["key.weight"], trans_b=True)
-        v = gemm(xv, p["value.weight"], trans_b=True)
-        hw = gemm(xw, p["w1"])
-        _tm.tanh_forward(hw)
-        zw = gemm(hw, p["w2"])
-        ha = gemm(xa, p["a1"])
-        za = gemm(ha, p["a2"])
-        hg = gemm(xg, p["g1"])
-        _tm.sigmoid_forward(hg)
-        g = gemm(hg, p["g2"])
-        if vres_on:
-            hv = gemm(xv, p["v1"])
-            zv = gemm(hv, p["v2"])
-            vf = v_first.reshape(M, C)
-            v0 = p["v0"].reshape(C)
-            vres = np.empty_like(v)
-        else:
-            hv = None
-            zv = vf = _empty_rows(C, dt)
-            v0 = np.zeros(C, dt)
-            vres = v
-        w, kk, kmod, aw, bw = (np.empty_like(k) for _ in range(5))
-        _tm.time_mix_prepare_forward(k, v, zw, za, zv, vf, p["w0"].reshape(C), p["a0"].reshape(C),
-                                     v0, p["k_k"].reshape(C), p["k_a"].reshape(C), H,
-                                     w, kk, kmod, vres, aw, bw)
-        a = za   # prepare_forward turned za into a = sigmoid(a0 + za); zw into w0 + zw
-
         save = _recording(ctx)
-        shape4 = (B, T, H, N)
-        y, sT, wkv_saved = _wkv7_forward(*(t.reshape(shape4) for t in (r, w, kmod, vres, aw, bw)),
-                                         wkv_state, save)
-        y = y.reshape(M, C)
-        u = np.empty_like(y)
-        mean, rstd, bonus = (np.empty((M, H), dt) for _ in range(3))
-        _tm.time_mix_output_forward(y, r, kmod, vres, g, p["r_k"].reshape(C), p["ln_x.weight"],
-                                    p["ln_x.bias"], H, GROUP_NORM_EPS, u, mean, rstd, bonus)
-        out = gemm(u, p["output.weight"], trans_b=True).reshape(B, T, C)
-        new_shift = x[:, -1].copy()
-
+        out, new_shift, sT, v, saved = time_mix_forward(x, shift_state, wkv_state, v_first, p,
+                                                        layer_id, N, save)
         if save:
             # params go through save_for_backward too, so in-place edits of them are detected
-            ctx.save_for_backward(x, shift, mu, xs, r, k, v, w, zw, a, kk, kmod, vres, aw, bw, zv,
-                                  vf, hw, ha, hg, hv, g, y, u, mean, rstd, bonus, *wkv_saved,
-                                  *(p[n] for n in TIME_MIX_PARAMS))
+            ctx.save_for_backward(*saved, *(p[n] for n in TIME_MIX_PARAMS))
             ctx.layer_id, ctx.dims = layer_id, (B, T, C, H, N)
         outs = (out, new_shift, sT)
         # a copy: v is also saved for backward, and an in-place edit of the returned v_first
@@ -366,6 +377,22 @@ def rwkv7_time_mix(x, params, shift_state=None, wkv_state=None, v_first=None, la
 # Channel mix
 # ----------------------------------------------------------------------------------------------
 
+def channel_mix_forward(x, shift_state, x_k, key_weight, value_weight):
+    """The channel-mix forward on checked arrays, no autograd (shapes: `rwkv7_channel_mix`) ->
+    (out (B, T, C), new_shift (B, C), what the backward needs)."""
+    B, T, C = x.shape
+    shift = _zeros_or(shift_state, (B, C), x.dtype)
+    mu = x_k.reshape(1, C)
+    xs = np.empty((1, B, T, C), x.dtype)
+    _ts.token_shift_forward(x, shift, mu, xs)
+    xk = xs.reshape(B * T, C)
+    p = gemm(xk, key_weight, trans_b=True)   # h, then relu(h) in place
+    act = np.empty_like(p)
+    _cm.relu_square_forward(p, p, act)
+    out = gemm(act, value_weight, trans_b=True).reshape(B, T, C)
+    return out, x[:, -1].copy(), (x, shift, mu, xk, key_weight, value_weight, p)
+
+
 class RWKV7ChannelMix(Function):
     """out = relu(xk Wk^T)^2 Wv^T with xk the token-shift lerp of x; see `rwkv7_channel_mix`."""
 
@@ -383,19 +410,10 @@ class RWKV7ChannelMix(Function):
         check_float(op, "key_weight", key_weight, shape=(None, C), dtype=dt)
         F = key_weight.shape[0]
         check_float(op, "value_weight", value_weight, shape=(C, F), dtype=dt)
-        M = B * T
-        shift = _zeros_or(shift_state, (B, C), dt)
-        mu = x_k.reshape(1, C)
-        xs = np.empty((1, B, T, C), dt)
-        _ts.token_shift_forward(x, shift, mu, xs)
-        xk = xs.reshape(M, C)
-        p = gemm(xk, key_weight, trans_b=True)   # h, then relu(h) in place
-        act = np.empty_like(p)
-        _cm.relu_square_forward(p, p, act)
-        out = gemm(act, value_weight, trans_b=True).reshape(B, T, C)
+        out, new_shift, saved = channel_mix_forward(x, shift_state, x_k, key_weight, value_weight)
         if _recording(ctx):
-            ctx.save_for_backward(x, shift, mu, xk, key_weight, value_weight, p)
-        return out, x[:, -1].copy()
+            ctx.save_for_backward(*saved)
+        return out, new_shift
 
     @staticmethod
     def backward(ctx, gout, gnew_shift):
@@ -459,21 +477,37 @@ def _layer_norm_grads(ctx, gy, gres=None):
             gb if need[ctx.n_x + 1] else None)
 
 
+def layer_norm_forward(x, weight, bias, eps):
+    """LayerNorm over the last dim on checked arrays, no autograd -> (y like x, mean, rstd (rows,))."""
+    x2 = rows(x)
+    y = np.empty_like(x2)
+    mean = np.empty(x2.shape[0], x.dtype)
+    rstd = np.empty_like(mean)
+    _ln.layer_norm_forward(x2, weight, bias, eps, y, mean, rstd)
+    return y.reshape(x.shape), mean, rstd
+
+
+def add_layer_norm_forward(x, r, weight, bias, eps):
+    """s = x + r and y = LayerNorm(s) on checked arrays, no autograd -> (s, y, mean, rstd)."""
+    x2 = rows(x)
+    s, y = np.empty_like(x2), np.empty_like(x2)
+    mean = np.empty(x2.shape[0], x.dtype)
+    rstd = np.empty_like(mean)
+    _ln.add_layer_norm_forward(x2, r.reshape(x2.shape), weight, bias, eps, s, y, mean, rstd)
+    return s.reshape(x.shape), y.reshape(x.shape), mean, rstd
+
+
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim; see `layer_norm`."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
         C, eps = _check_layer_norm("layer_norm", x, weight, bias, eps)
-        x2 = rows(x)
-        y = np.empty_like(x2)
-        mean = np.empty(x2.shape[0], x.dtype)
-        rstd = np.empty_like(mean)
-        _ln.layer_norm_forward(x2, weight, bias, eps, y, mean, rstd)
+        y, mean, rstd = layer_norm_forward(x, weight, bias, eps)
         if _recording(ctx):
             ctx.save_for_backward(x, weight, mean, rstd)   # x itself: in-place edits are detected
             ctx.n_x = 1
-        return y.reshape(x.shape)
+        return y
 
     @staticmethod
     def backward(ctx, gy):
@@ -489,16 +523,11 @@ class AddLayerNorm(Function):
         op = "add_layer_norm"
         C, eps = _check_layer_norm(op, x, weight, bias, eps)
         check_float(op, "r", r, shape=x.shape, dtype=x.dtype)
-        x2 = rows(x)
-        s, y = np.empty_like(x2), np.empty_like(x2)
-        mean = np.empty(x2.shape[0], x.dtype)
-        rstd = np.empty_like(mean)
-        _ln.add_layer_norm_forward(x2, r.reshape(x2.shape), weight, bias, eps, s, y, mean, rstd)
-        s = s.reshape(x.shape)
+        s, y, mean, rstd = add_layer_norm_forward(x, r, weight, bias, eps)
         if _recording(ctx):
             ctx.save_for_backward(s, weight, mean, rstd)
             ctx.n_x = 2
-        return s, y.reshape(x.shape)
+        return s, y
 
     @staticmethod
     def backward(ctx, gs, gy):
