@@ -5,6 +5,8 @@ import dataclasses
 import os
 import sys
 
+from minigrad.utils.pipes import stdout_closed
+
 TRAIN_EPILOG = """examples:
   python -m minigrad train --model gpt --minutes 5
   python -m minigrad train --model rwkv7 --config small --steps 2000 --out runs/rwkv
@@ -283,7 +285,9 @@ def cmd_eval(args):
 
 def _error(command, e):
     """The one-line message a failed command prints (an error spanning lines, e.g. every damaged
-    checkpoint of a directory, is joined)."""
+    checkpoint of a directory, is joined); nothing when stdout's reader left (`| head`)."""
+    if stdout_closed(e):
+        return
     print(f"minigrad {command}: error: " + " ".join(str(e).split()), file=sys.stderr)
 
 
@@ -330,7 +334,7 @@ def cmd_info(args):
 
 
 EXPORT_EPILOG = """examples:
-  python -m minigrad export --ckpt runs/smol-notes --hf out_dir          # LoRA merged, tokenizer.json
+  python -m minigrad export --ckpt runs/smol-notes --hf out_dir          # LoRA merged, tokenizer files
   python -m minigrad export --ckpt runs/smol-lora --adapter adapter_dir  # PEFT: PeftModel.from_pretrained
   python -m minigrad export --ckpt runs/rwkv --pth rwkv.pth              # official RWKV-7 names
   python -m minigrad export --ckpt SmolLM2-135M-Instruct.Q4_1.gguf --hf smollm2   # GGUF -> Hugging Face
@@ -400,7 +404,8 @@ def export_model(model, tokenizer, targets):
         model.save_hf(targets["hf"], tokenizer=tokenizer)
         has_json = getattr(tokenizer, "kind", None) == "bpe"
         lines.append(f"Hugging Face model: {targets['hf']} (config.json, model.safetensors"
-                     + (", tokenizer.json)" if has_json else f"; no tokenizer.json: {tokenizer!r} has none)"))
+                     + (", tokenizer.json, tokenizer_config.json)" if has_json
+                        else f"; no tokenizer.json: {tokenizer!r} has none)"))
     for option in ("pth", "safetensors"):
         if option in targets:
             lines.append(f"RWKV-7 weights (official names): {model.save_pretrained(targets[option])}")

@@ -32,6 +32,7 @@ from minigrad.models.sampling import (
     textless_ids,
 )
 from minigrad.pretrained import ACCEPTED, TOKENIZER_FILES, load_pretrained
+from minigrad.utils.pipes import stdout_closed
 
 DEFAULT_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.7
@@ -162,7 +163,9 @@ def _read_line(stdin, interactive):
 
 
 def _error(e):
-    """The one-line message of a failed command or turn, on stderr."""
+    """The one-line message of a failed command or turn, on stderr (none when stdout's reader left)."""
+    if stdout_closed(e):
+        return
     print("minigrad chat: error: " + " ".join(str(e).split()), file=sys.stderr)
 
 

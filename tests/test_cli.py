@@ -519,3 +519,17 @@ def test_grad_accum_and_checkpointing_in_a_run(tmp_path):
         np.testing.assert_array_equal(runs["ckpt"][key], value, err_msg=key)
     with pytest.raises(ValueError, match="grad_accum must be an int >= 1"):
         train(tiny(str(corpus), tmp_path / "bad", grad_accum=0), log=quiet)
+
+
+def test_sample_into_a_pipe_closed_early_stops_quietly(corpus, tmp_path):
+    """`python -m minigrad sample ... | head -c 5`: no error message, no traceback once head leaves."""
+    train(tiny(corpus, tmp_path / "run", steps=2), log=quiet)
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "minigrad", "sample", "--ckpt", str(tmp_path / "run"),
+                             "--tokens", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=ROOT)
+    assert len(proc.stdout.read(5)) == 5
+    proc.stdout.close()                      # the reader leaves, as head does
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert proc.returncode == 1 and err == "", err
