@@ -11,6 +11,8 @@ turns R times and each keeps its fastest median):
   minigrad        fused Cython time-mix / channel-mix / LayerNorm nodes
   torch-loop      PyTorch eager, WKV as a per-timestep loop (as users write it)
   torch-chunked   PyTorch, chunked closed-form WKV, torch.compile'd
+  rwkv-pip        BlinkDL's `rwkv` package (pip install rwkv==0.8.32; CPU fp32, its TorchScript on),
+                  the official inference code, on the same weights: generation only
 Reported: ms per training step (forward + backward + AdamW, median), tokens/s, peak RSS,
 model-FLOPs utilisation against the sgemm rate measured here (6 x GEMM weights per token + WKV;
 the rate is the fastest single call over the step's GEMM shapes, re-measured every round, highest kept),
@@ -41,7 +43,7 @@ CONFIGS = {
     "medium": dict(d_model=384, n_layer=6, T=256, B=8, lora=64),
 }
 VOCAB, HEAD_SIZE = 256, 64
-FRAMEWORKS = ("minigrad", "torch-loop", "torch-chunked")
+FRAMEWORKS = ("minigrad", "torch-loop", "torch-chunked", "rwkv-pip")
 WKV_FLOPS_PER_STEP = 30  # useful x N^2 per (batch, token, head): forward 9, backward 21 (no recompute)
 CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 
@@ -177,6 +179,34 @@ def work_torch(cfg, c, args, wkv, compiled):
     return result
 
 
+def work_rwkv_package(cfg, args):
+    """Greedy decoding with BlinkDL's `rwkv` package on minigrad's weights saved as an official .pth:
+    the prompt in one `forward`, then one token per `forward` through its recurrent state."""
+    import importlib.util
+    import tempfile
+
+    if importlib.util.find_spec("rwkv") is None or importlib.util.find_spec("torch") is None:
+        return {"skipped": "pip install torch==2.13.0 rwkv==0.8.32"}
+    for var, value in (("RWKV_V7_ON", "1"), ("RWKV_JIT_ON", "1"), ("RWKV_CUDA_ON", "0")):
+        os.environ[var] = value
+    import torch
+    from rwkv.model import RWKV
+
+    from minigrad.models import RWKV7
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = RWKV7.from_state_dict(init_weights(cfg)).save_pretrained(os.path.join(tmp, "model.pth"))
+        model = RWKV(path[:-len(".pth")], "cpu fp32")
+
+    def generate(prompt, n):
+        logits, state = model.forward(prompt[0].tolist(), None)
+        for _ in range(n):
+            logits, state = model.forward([int(logits.argmax())], state)
+
+    return {"gen_tok_s": generation_speed(generate, cfg, args)}
+
+
 def generation_speed(generate, cfg, args):
     prompt = np.random.default_rng(3).integers(0, cfg.vocab_size, (1, 16))
     generate(prompt, 4)
@@ -190,6 +220,8 @@ def worker(args):
     cfg, c = model_config(args.config), CONFIGS[args.config]
     if args.worker == "minigrad":
         result = work_minigrad(cfg, c, args)
+    elif args.worker == "rwkv-pip":
+        result = work_rwkv_package(cfg, args)
     elif args.worker == "torch-loop":
         result = work_torch(cfg, c, args, "loop", compiled=False)
     else:
@@ -287,10 +319,12 @@ def main():
 
 
 def faster(old, new):
-    """The result with the shorter step (a failed run, None, loses), peak RSS the larger of the two."""
-    if old is None or new is None:
+    """The result with the shorter step (generation only: the higher tokens/s; a failed run, None,
+    loses), peak RSS the larger of the two."""
+    if old is None or new is None or "skipped" in old:
         return new or old
-    best = dict(min((old, new), key=lambda r: r["step_s"]))
+    speed = (lambda r: r["step_s"]) if "step_s" in old else (lambda r: -r["gen_tok_s"])
+    best = dict(min((old, new), key=speed))
     best["peak_rss_mb"] = max(old["peak_rss_mb"], new["peak_rss_mb"])
     return best
 
@@ -310,14 +344,18 @@ def table(args, saved, key):
         loop = (res.get("torch-loop") or {}).get("step_s")
         comp = (res.get("torch-chunked") or {}).get("step_s")
         for fw, r in res.items():
-            if r is None:
-                lines.append(f"| {config} | {fw} | failed |" + " |" * 7)
+            if r is None or "skipped" in r:
+                lines.append(f"| {config} | {fw} | {'failed' if r is None else 'skipped: ' + r['skipped']} |"
+                             + " |" * 7)
+                continue
+            gen = f"{r['gen_tok_s']:.0f}" if "gen_tok_s" in r else "-"
+            if "step_s" not in r:       # generation only
+                lines.append(f"| {config} | {fw} | - | - | - | - | - | {r['peak_rss_mb']:.0f} | - | {gen} |")
                 continue
             s = r["step_s"]
             ratio = lambda ref, s=s: f"{s / ref:.3f}x" if ref else "-"
             wkv_flops = tokens * cfg.n_head * WKV_FLOPS_PER_STEP * HEAD_SIZE ** 2
             wkv = f"{wkv_flops / r['wkv_s'] / 1e9:.1f}" if "wkv_s" in r else "-"
-            gen = f"{r['gen_tok_s']:.0f}" if "gen_tok_s" in r else "-"
             mfu = flops / s / (peak * 1e9) * 100
             lines.append(f"| {config} | {fw} | {s * 1e3:.0f} | {tokens / s:.0f} | {ratio(loop)} "
                          f"| {ratio(comp)} | {mfu:.0f}% | {r['peak_rss_mb']:.0f} | {wkv} | {gen} |")
