@@ -381,6 +381,15 @@ class Tensor:
     def new_full(self, size, fill_value, dtype=None, requires_grad=False):
         return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
+    def new_empty(self, *size, dtype=None, requires_grad=False):
+        """torch's new_empty: a tensor of `size` and this dtype (zero-filled here)."""
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    @property
+    def device(self):
+        """Always "cpu" (minigrad has no other device; `.to("cpu")` is accepted)."""
+        return "cpu"
+
     def backward(self, gradient=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) (times `gradient` for non-scalars) into every leaf's `.grad`."""
         engine.backward([self], None if gradient is None else [gradient], retain_graph=retain_graph)

@@ -2,7 +2,7 @@
 from minigrad.nn import init, utils
 from minigrad.nn.activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from minigrad.nn.attention import MultiheadAttention
-from minigrad.nn.container import ModuleDict, ModuleList, Sequential
+from minigrad.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from minigrad.nn.dropout import Dropout
 from minigrad.nn.embedding import Embedding
 from minigrad.nn.flatten import Flatten
@@ -35,7 +35,8 @@ from minigrad.nn.transformer import (
 
 __all__ = [
     "Module", "Parameter", "Linear", "Identity", "Embedding", "LayerNorm", "RMSNorm", "Dropout",
-    "Sequential", "ModuleList", "ModuleDict", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU",
+    "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "GELU", "SiLU",
+    "Tanh", "Sigmoid", "LeakyReLU",
     "Softmax", "LogSoftmax", "Flatten", "CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss",
     "BCEWithLogitsLoss", "init", "utils", "MultiheadAttention", "Transformer", "TransformerEncoder",
     "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer",

@@ -1,7 +1,10 @@
-"""Sequential, ModuleList and ModuleDict: modules that hold other modules under index/key names."""
+"""Sequential, ModuleList and ModuleDict: modules that hold other modules under index/key names;
+ParameterList and ParameterDict: the same for parameters."""
 from collections import OrderedDict
 
 from minigrad.nn.module import Module
+from minigrad.nn.parameter import Parameter
+from minigrad.tensor import Tensor
 
 
 class _IndexedModules(Module):
@@ -149,6 +152,105 @@ class ModuleDict(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward(); index it in your module's forward")
+
+
+def _as_parameter(value):
+    """torch's rule: a Tensor that is not a Parameter is wrapped in one (requires_grad kept as True)."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value.data)
+    if not isinstance(value, Parameter):
+        raise TypeError(f"expected a Parameter or a Tensor, got {type(value).__name__}")
+    return value
+
+
+class ParameterList(Module):
+    """A list of parameters registered as `0`, `1`, ... (plain Tensors are wrapped in Parameter)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __getitem__(self, idx):
+        items = list(self._parameters.values())
+        if isinstance(idx, slice):
+            return ParameterList(items[idx])
+        return items[_index(idx, len(items))]
+
+    def __setitem__(self, idx, value):
+        self.register_parameter(list(self._parameters)[_index(idx, len(self))], _as_parameter(value))
+
+    def append(self, value):
+        self.register_parameter(str(len(self._parameters)), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward(); iterate over it in your module's forward")
+
+
+class ParameterDict(Module):
+    """A dict of parameters registered under their keys (plain Tensors are wrapped in Parameter)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def pop(self, key):
+        value = self._parameters[key]
+        del self._parameters[key]
+        return value
+
+    def update(self, parameters):
+        for key, v in (parameters.items() if hasattr(parameters, "items") else parameters):
+            self[key] = v
+
+    def clear(self):
+        self._parameters.clear()
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict has no forward(); index it in your module's forward")
 
 
 def _index(idx, n):

@@ -103,6 +103,14 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
     return uniform_(tensor, -bound, bound, generator)
 
 
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """N(0, std^2), std = gain / sqrt(fan) (torch's kaiming_normal_)."""
+    fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
+    fan = {"fan_in": fan_in, "fan_out": fan_out}[mode]
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
+    return normal_(tensor, 0.0, std, generator)
+
+
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     """U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)

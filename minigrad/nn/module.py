@@ -336,9 +336,14 @@ class Module:
                 if b is not None and name not in mod._non_persistent:
                     yield dot + name, b
 
-    def state_dict(self):
-        """An OrderedDict of dotted name -> numpy array (a copy), parameters then buffers per module."""
-        return OrderedDict((name, t.data.copy()) for name, t in self._state_items())
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """An OrderedDict of dotted name -> numpy array (a copy), parameters then buffers per module.
+        As torch: `prefix` is put before every key, `destination` (a dict) is filled and returned,
+        `keep_vars=True` gives the parameter and buffer Tensors themselves instead of copies."""
+        out = OrderedDict() if destination is None else destination
+        for name, t in self._state_items():
+            out[prefix + name] = t if keep_vars else t.data.copy()
+        return out
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays from `state_dict` into this module's parameters and buffers (in place).

@@ -1,4 +1,5 @@
-"""Gradient utilities: clip_grad_norm_ and clip_grad_value_ (PyTorch's semantics)."""
+"""Gradient utilities: clip_grad_norm_, clip_grad_value_, parameters_to_vector and
+vector_to_parameters (PyTorch's semantics)."""
 import math
 
 import numpy as np
@@ -69,3 +70,37 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     for g in _grads(parameters):
         np.clip(g.data, -clip_value, clip_value, out=g.data)
         g._bump_version()
+
+
+def parameters_to_vector(parameters):
+    """torch.nn.utils.parameters_to_vector: every parameter flattened and concatenated (1-D,
+    differentiable). All must have one dtype."""
+    from minigrad.ops.join import cat
+
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    if not params:
+        raise ValueError("parameters_to_vector: expected at least one parameter")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec, parameters):
+    """torch.nn.utils.vector_to_parameters: copy consecutive slices of the 1-D `vec` into the
+    parameters (in place, under no_grad; each bumps its version). `vec` must have exactly as many
+    elements as the parameters, and their dtype."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"vector_to_parameters: expected a Tensor, got {type(vec).__name__}")
+    if vec.ndim != 1:
+        raise ValueError(f"vector_to_parameters: expected a 1-D vector, got shape {tuple(vec.shape)}")
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.shape[0] != total:
+        raise ValueError(f"vector_to_parameters: vector has {vec.shape[0]} elements, the parameters {total}")
+    offset = 0
+    for p in params:
+        if vec.dtype != p.dtype:
+            raise TypeError(f"vector_to_parameters: vector dtype {vec.dtype} differs from a parameter's "
+                            f"{p.dtype}")
+        n = p.numel()
+        p.data[...] = vec.data[offset:offset + n].reshape(p.shape)
+        p._bump_version()
+        offset += n

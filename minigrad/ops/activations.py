@@ -58,3 +58,35 @@ def glu(input, dim=-1):
                          f"{x.shape[axis]}")
     a, b = x.split(x.shape[axis] // 2, axis)
     return a * b.sigmoid()
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
+    """clamp(x, min_val, max_val); the gradient passes only strictly inside (min_val, max_val), as
+    torch's hardtanh (clamp's includes the bounds)."""
+    _no_inplace("hardtanh", inplace)
+    x = float_input("hardtanh", "input", input)
+    lo = check_finite_scalar("hardtanh", "min_val", min_val)
+    hi = check_finite_scalar("hardtanh", "max_val", max_val)
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val {lo} cannot be greater than max_val {hi}")
+    return where((x > lo) & (x < hi), x, x.detach().clamp(lo, hi))
+
+
+def relu6(input, inplace=False):  # noqa: A002
+    """min(max(x, 0), 6) (hardtanh(x, 0, 6), as torch)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def softmin(input, dim=None, *, dtype=None):  # noqa: A002
+    """softmax(-x) along `dim`."""
+    x = float_input("softmin", "input", input)
+    if dim is None:
+        raise ValueError("softmin: pass dim (torch's implicit choice is deprecated)")
+    return (-x).softmax(dim, dtype=dtype)
+
+
+def mish(input, inplace=False):  # noqa: A002
+    """x tanh(softplus(x))."""
+    _no_inplace("mish", inplace)
+    x = float_input("mish", "input", input)
+    return x * softplus(x).tanh()

@@ -1,14 +1,19 @@
 """The module-level op functions re-exported as `minigrad.<name>` (minigrad.where, minigrad.cat ...)."""
+import builtins
+
 import numpy as np
 
 from minigrad import random as _random
 from minigrad.kernels.validate import check_int
 from minigrad.ops import reduce
-from minigrad.ops._common import as_tensor
+from minigrad.ops._common import as_tensor, normalize_dim
 from minigrad.ops.binary import (  # noqa: A004
     add,
+    bool_mask,
     div,
     floor_divide,
+    lerp,
+    logaddexp,
     maximum,
     minimum,
     mul,
@@ -22,7 +27,10 @@ from minigrad.ops.compare import (
     ge,
     gt,
     isfinite,
+    isinf,
     isnan,
+    isneginf,
+    isposinf,
     le,
     logical_and,
     logical_not,
@@ -34,26 +42,52 @@ from minigrad.ops.compare import (
 from minigrad.ops.einsum import einsum
 from minigrad.ops.elementwise import (  # noqa: A004
     abs,
+    ceil,
     clamp,
     cos,
     erf,
     exp,
+    exp2,
     expm1,
+    floor,
     gelu,
     log,
     log1p,
+    log2,
+    log10,
+    nan_to_num,
     neg,
+    reciprocal,
     relu,
+    round,
     rsqrt,
     sigmoid,
+    sign,
     silu,
     sin,
     softplus,
     sqrt,
     tanh,
+    trunc,
 )
 from minigrad.ops.embedding import embedding
-from minigrad.ops.gather_sort import argsort, cumprod, cumsum, gather, norm, repeat, sort, unbind
+from minigrad.ops.gather_sort import (
+    argsort,
+    cumprod,
+    cumsum,
+    flip,
+    gather,
+    index_add,
+    index_select,
+    norm,
+    prod,
+    repeat,
+    roll,
+    scatter,
+    scatter_add,
+    sort,
+    unbind,
+)
 from minigrad.ops.indexing import getitem
 from minigrad.ops.join import cat, chunk, pad, split, stack
 from minigrad.ops.linalg import matmul
@@ -70,11 +104,26 @@ from minigrad.ops.reduce import (  # noqa: A004
     sum,
     var,
 )
-from minigrad.ops.shape import expand, flatten, permute, reshape, squeeze, transpose, unsqueeze, view
+from minigrad.ops.shape import (
+    broadcast_to,
+    expand,
+    flatten,
+    movedim,
+    permute,
+    reshape,
+    squeeze,
+    swapaxes,
+    transpose,
+    unflatten,
+    unsqueeze,
+    view,
+)
 from minigrad.tensor import Tensor, int64, scalar_value
 
 clip = clamp
 amax, amin = reduce.max, reduce.min
+swapdims = swapaxes
+moveaxis = movedim
 
 
 def max(x, dim=None, keepdim=False):  # noqa: A001
@@ -190,6 +239,140 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
     return Tensor(out.reshape(num_samples) if w.ndim == 1 else out)
 
 
+def masked_fill(input, mask, value):  # noqa: A002
+    """torch.masked_fill: `value` where the bool `mask` (broadcast) is True, input elsewhere."""
+    return where(bool_mask(mask, "masked_fill"), value, input)
+
+
+def narrow(input, dim, start, length):  # noqa: A002
+    """torch.narrow: entries start .. start + length - 1 along `dim` (start may be negative)."""
+    x = as_tensor(input)
+    d = normalize_dim("narrow", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    start = check_int("narrow", "start", scalar_value(start))
+    length = check_int("narrow", "length", scalar_value(length), low=0)
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dim {d} of size {n}")
+    start %= n if n else 1
+    if start + length > n:
+        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dim {d} of size {n}")
+    return x[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def select(input, dim, index):  # noqa: A002
+    """torch.select: the slice at `index` along `dim` (that dim removed); x.select(d, i) is x[.., i]."""
+    x = as_tensor(input)
+    d = normalize_dim("select", dim, x.ndim, x.shape)
+    return x[(slice(None),) * d + (check_int("select", "index", scalar_value(index)),)]
+
+
+def tile(input, dims):  # noqa: A002
+    """torch.tile: repeat with `dims` padded by leading 1s to the input's number of dims."""
+    x = as_tensor(input)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def repeat_interleave(input, repeats, dim=None, *, output_size=None):  # noqa: A002
+    """torch.repeat_interleave: each entry repeated `repeats` times (an int, or a 1-D int tensor of
+    one count per entry) along `dim` (None: of the flattened input). The gradient sums the copies."""
+    x = as_tensor(input)
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    d = normalize_dim("repeat_interleave", dim, x.ndim, x.shape)
+    n = x.shape[d] if x.ndim else 1
+    r = np.asarray(repeats.data if isinstance(repeats, Tensor) else repeats)
+    if r.dtype.kind not in "iu" or r.ndim > 1 or (r.ndim == 1 and r.shape[0] not in (1, n)):
+        raise ValueError(f"repeat_interleave: repeats must be an int or a 1-D int tensor of {n} counts, "
+                         f"got {r.dtype} of shape {r.shape}")
+    if np.any(r < 0):
+        raise ValueError("repeat_interleave: repeats must be non-negative")
+    index = np.repeat(np.arange(n), np.broadcast_to(r.reshape(-1), (n,)))
+    return index_select(x.reshape(1) if x.ndim == 0 else x, d, index)
+
+
+def take_along_dim(input, indices, dim=None):  # noqa: A002
+    """torch.take_along_dim: gather along `dim` with input and indices broadcast over the other dims
+    (dim=None: of both flattened)."""
+    x = as_tensor(input)
+    idx = as_tensor(indices)
+    if dim is None:
+        return gather(x.reshape(-1), 0, idx.reshape(-1))
+    d = normalize_dim("take_along_dim", dim, x.ndim, x.shape)
+    if idx.ndim != x.ndim:
+        raise ValueError(f"take_along_dim: input {tuple(x.shape)} and indices {tuple(idx.shape)} must have "
+                         "the same number of dims")
+    try:
+        shape = np.broadcast_shapes(tuple(1 if i == d else s for i, s in enumerate(x.shape)),
+                                    tuple(1 if i == d else s for i, s in enumerate(idx.shape)))
+    except ValueError:
+        raise ValueError(f"take_along_dim: input {tuple(x.shape)} and indices {tuple(idx.shape)} do not "
+                         f"broadcast outside dim {d}") from None
+    xs = tuple(x.shape[d] if i == d else s for i, s in enumerate(shape))
+    ids = tuple(idx.shape[d] if i == d else s for i, s in enumerate(shape))
+    return gather(expand(x, xs), d, Tensor(np.ascontiguousarray(np.broadcast_to(idx.data, ids))))
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
+    """torch.diagonal: the entries x[.., i, .., i + offset, ..] of dims dim1, dim2, as a last dim."""
+    x = as_tensor(input)
+    d1 = normalize_dim("diagonal", dim1, x.ndim, x.shape)
+    d2 = normalize_dim("diagonal", dim2, x.ndim, x.shape)
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
+    offset = check_int("diagonal", "offset", offset)
+    y = movedim(x, (d1, d2), (-2, -1))
+    n, m = y.shape[-2:]
+    k = builtins.max(0, builtins.min(n + builtins.min(offset, 0), m - builtins.max(offset, 0)))
+    rows = np.arange(k) + builtins.max(-offset, 0)
+    return y[..., rows, rows + offset]
+
+
+def outer(input, vec2):  # noqa: A002
+    """torch.outer: the (n, m) outer product of two 1-D tensors."""
+    a, b = as_tensor(input), as_tensor(vec2)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"outer: expects two 1-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    return a.reshape(-1, 1) * b.reshape(1, -1)
+
+
+def _scaled_sum(op, input, product, beta, alpha):  # noqa: A002
+    """beta input + alpha product; input must broadcast to product's shape (torch ignores input's
+    values when beta == 0: its nan and inf do not propagate)."""
+    try:
+        np.broadcast_shapes(input.shape, product.shape)
+    except ValueError:
+        raise ValueError(f"{op}: input {tuple(input.shape)} does not broadcast to the product's shape "
+                         f"{tuple(product.shape)}") from None
+    out = product if alpha == 1 else product * alpha
+    if tuple(np.broadcast_shapes(input.shape, product.shape)) != tuple(product.shape):
+        raise ValueError(f"{op}: input {tuple(input.shape)} does not broadcast to the product's shape "
+                         f"{tuple(product.shape)}")
+    if beta == 0:
+        return out
+    return out + (input if beta == 1 else input * beta)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
+    """torch.addmm: beta input + alpha (mat1 @ mat2), input broadcast to (n, p); beta=0 ignores input."""
+    return _scaled_sum("addmm", as_tensor(input), mm(mat1, mat2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """torch.baddbmm: beta input + alpha bmm(batch1, batch2); beta=0 ignores input."""
+    return _scaled_sum("baddbmm", as_tensor(input), bmm(batch1, batch2), beta, alpha)
+
+
+def var_mean(input, dim=None, *, correction=None, keepdim=False, unbiased=None):  # noqa: A002
+    """torch.var_mean: (var, mean) over `dim`."""
+    return (var(input, dim, correction, keepdim, unbiased), mean(input, dim, keepdim))
+
+
+def std_mean(input, dim=None, *, correction=None, keepdim=False, unbiased=None):  # noqa: A002
+    """torch.std_mean: (std, mean) over `dim`."""
+    return (std(input, dim, correction, keepdim, unbiased), mean(input, dim, keepdim))
+
+
 def randperm(n, *, generator=None, dtype=int64, requires_grad=False):
     """torch.randperm: a random permutation of 0 .. n-1 (int64 default) from `generator` (default:
     minigrad's global one)."""
@@ -211,4 +394,9 @@ __all__ = [
     "matmul", "einsum", "embedding", "topk", "multinomial", "randperm", "allclose",
     "mm", "bmm", "square", "tril", "triu", "numel", "is_tensor",
     "gather", "cumsum", "cumprod", "sort", "argsort", "repeat", "unbind", "norm",
+    "scatter", "scatter_add", "index_select", "index_add", "flip", "roll", "prod", "masked_fill", "narrow",
+    "select", "tile", "repeat_interleave", "take_along_dim", "diagonal", "outer", "addmm", "baddbmm",
+    "var_mean", "std_mean", "lerp", "logaddexp", "isinf", "isposinf", "isneginf", "floor", "ceil", "round",
+    "trunc", "sign", "reciprocal", "log2", "log10", "exp2", "nan_to_num", "movedim", "moveaxis", "swapaxes",
+    "swapdims", "unflatten", "broadcast_to",
 ]

@@ -9,6 +9,7 @@ broadcast shape; the engine sums them back to each input's shape.
         operand loses only where it compares smaller / larger, so at a NaN both get g (PyTorch)
     where: (g [cond], g [not cond])
     remainder: (g, -g floor_divide(a, b)) (as PyTorch)
+    logaddexp: (g / (1 + exp(b - a)), g / (1 + exp(a - b))) (PyTorch's formula)
 floor_divide (`//`) has no gradient (zero almost everywhere): its result never requires grad.
 """
 import numpy as np
@@ -213,16 +214,44 @@ class Remainder(Function):
         return (g if need_a else None), gb
 
 
+class LogAddExp(Function):
+    """y = log(exp(a) + exp(b)) (numpy's overflow-free logaddexp)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return run_broadcasting("logaddexp", ",", np.logaddexp, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        with np.errstate(over="ignore", invalid="ignore"):
+            ga = g / (1.0 + np.exp(b - a)) if ctx.needs_input_grad[0] else None
+            gb = g / (1.0 + np.exp(a - b)) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
 def _binary(fn, a, b):
     return fn.apply(operand(a), operand(b))
 
 
-def add(a, b):
-    return _binary(Add, a, b)
+def _scaled(b, alpha):
+    """torch's `alpha=`: b * alpha (alpha == 1: b itself)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
+    if alpha == 1:
+        return b
+    return b * alpha if isinstance(b, (int, float)) else mul(b, alpha)
 
 
-def sub(a, b):
-    return _binary(Sub, a, b)
+def add(a, b, *, alpha=1):
+    """a + alpha b (torch.add)."""
+    return _binary(Add, a, _scaled(operand(b), alpha))
+
+
+def sub(a, b, *, alpha=1):
+    """a - alpha b (torch.sub)."""
+    return _binary(Sub, a, _scaled(operand(b), alpha))
 
 
 def mul(a, b):
@@ -256,6 +285,21 @@ def maximum(a, b):
 def minimum(a, b):
     """Elementwise min; on ties the gradient is split evenly between a and b."""
     return _binary(Minimum, a, b)
+
+
+def logaddexp(a, b):
+    """torch.logaddexp: log(exp(a) + exp(b)) without overflow; float inputs."""
+    a, b = operand(a), operand(b)
+    for x in (a, b):
+        if isinstance(x, Tensor) and x.dtype.kind != "f":
+            raise TypeError(f"logaddexp: expects floating-point tensors, got {x.dtype}")
+    return LogAddExp.apply(a, b)
+
+
+def lerp(input, end, weight):  # noqa: A002
+    """torch.lerp: input + weight (end - input) (weight a number or a Tensor); grads
+    (1 - weight) g, weight g and (end - input) g."""
+    return add(input, mul(weight, sub(end, input)))
 
 
 def bool_mask(cond, op):

@@ -42,6 +42,19 @@ def isnan(x):
     return wrap(np.isnan(array_of(x)))
 
 
+def isinf(x):
+    """torch.isinf: True at +inf and -inf (bool, no grad)."""
+    return wrap(np.isinf(array_of(x)))
+
+
+def isposinf(x):
+    return wrap(np.isposinf(array_of(x)))
+
+
+def isneginf(x):
+    return wrap(np.isneginf(array_of(x)))
+
+
 def nonzero(x, *, as_tuple=False):
     """The indices of the nonzero elements, as torch.nonzero: an int64 (n, ndim) tensor in row-major
     order (a 0-d tensor gives (1, 0) or (0, 0)); `as_tuple=True`: one 1-D int64 tensor per dim (a 0-d

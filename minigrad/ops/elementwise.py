@@ -7,6 +7,9 @@ Derivative table (y = f(x)):
     erf: 2/sqrt(pi) exp(-x^2)    neg: -1
     gelu (exact): Phi(x) + x phi(x)    gelu (tanh): see Gelu
     softplus: sigmoid(beta x), 1 above the threshold    clamp: [min <= x <= max]
+    reciprocal: -y^2    log2: 1/(x ln 2)    log10: 1/(x ln 10)    exp2: y ln 2
+    sign, floor, ceil, round, trunc: 0    nan_to_num: [x finite]
+    clamp with Tensor bounds: x [lo <= x <= hi], lo [x < lo <= hi], hi [max(x, lo) > hi] (PyTorch)
 """
 import math
 
@@ -14,7 +17,8 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.ops import special
-from minigrad.ops._common import operand
+from minigrad.ops._common import as_tensor, operand, run_broadcasting
+from minigrad.tensor import Tensor
 
 
 def _sigmoid(x):
@@ -70,6 +74,15 @@ Silu = _unary("Silu", _silu, _silu_grad, "x", "y = x sigmoid(x); gx = g s (1 + x
 Erf = _unary("Erf", special.erf, lambda x, y, g: g * (2.0 / math.sqrt(math.pi)) * np.exp(-x * x), "x",
              "y = erf(x); gx = g 2/sqrt(pi) exp(-x^2).")
 Neg = _unary("Neg", np.negative, lambda x, y, g: -g, "", "y = -x; gx = -g.")
+Reciprocal = _unary("Reciprocal", lambda x: 1.0 / np.asarray(x, np.result_type(x, np.float32)),
+                    lambda x, y, g: -g * y * y, "y", "y = 1 / x; gx = -g y^2.")
+Log2 = _unary("Log2", np.log2, lambda x, y, g: g / (x * math.log(2.0)), "x",
+              "y = log2(x); gx = g / (x ln 2).")
+Log10 = _unary("Log10", np.log10, lambda x, y, g: g / (x * math.log(10.0)), "x",
+               "y = log10(x); gx = g / (x ln 10).")
+Exp2 = _unary("Exp2", np.exp2, lambda x, y, g: g * y * math.log(2.0), "y", "y = 2^x; gx = g y ln 2.")
+Sign = _unary("Sign", lambda x: np.nan_to_num(np.sign(x), nan=0.0), lambda x, y, g: np.zeros_like(g), "",
+              "y = sign(x) (0 at 0 and, as torch.sign, at NaN); gx = 0.")
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -144,6 +157,117 @@ class Clamp(Function):
         if ctx.hi is not None:
             inside &= x <= ctx.hi
         return g * inside, None, None
+
+
+class ClampTensor(Function):
+    """y = min(max(x, lo), hi) with lo / hi arrays (or None), broadcast. As PyTorch:
+    gx = g [lo <= x <= hi], glo = g [x < lo <= hi], ghi = g [max(x, lo) > hi]."""
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x, lo, hi)
+        y = x if lo is None else run_broadcasting("clamp", ",", np.maximum, x, lo)
+        return y if hi is None else run_broadcasting("clamp", ",", np.minimum, y, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lo, hi = ctx.saved_tensors
+        inside = np.ones(np.shape(g), dtype=bool)
+        if lo is not None:
+            inside &= x >= lo
+        if hi is not None:
+            inside &= x <= hi
+        glo = ghi = None
+        if lo is not None and ctx.needs_input_grad[1]:
+            glo = g * ((x < lo) & (True if hi is None else lo <= hi))
+        if hi is not None and ctx.needs_input_grad[2]:
+            ghi = g * ((x if lo is None else np.maximum(x, lo)) > hi)
+        return g * inside, glo, ghi
+
+
+class _Rounding(Function):
+    """y = f(x) for a piecewise-constant f (floor, ceil, round, trunc); gx = 0."""
+
+    @staticmethod
+    def forward(ctx, x, f):
+        return f(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.zeros_like(g), None
+
+
+def _rounding(name, f):
+    def op(x):
+        x = as_tensor(x)
+        if x.dtype.kind in "biu":          # integers are already whole (torch keeps the dtype)
+            return x.clone() if x.dtype.kind != "b" else x.long()
+        return _Rounding.apply(x, f)
+
+    op.__name__ = name
+    op.__doc__ = f"torch.{name}: elementwise {name} (integer tensors unchanged); gradient 0."
+    return op
+
+
+floor = _rounding("floor", np.floor)
+ceil = _rounding("ceil", np.ceil)
+trunc = _rounding("trunc", np.trunc)
+
+
+def round(x, decimals=0):  # noqa: A001 - PyTorch's name
+    """torch.round: half to even (numpy's and torch's rule), at `decimals` digits; gradient 0."""
+    decimals, x = int(decimals), as_tensor(x)
+    if x.dtype.kind in "biu" and decimals >= 0:
+        return x.clone() if x.dtype.kind != "b" else x.long()
+    return _Rounding.apply(x, np.round if decimals == 0 else lambda a: np.round(a, decimals))
+
+
+class NanToNum(Function):
+    """y = x with NaN, +inf, -inf replaced by nan, posinf, neginf; gx = g [x finite] (PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x, nan, posinf, neginf):
+        ctx.save_for_backward(x)
+        return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * np.isfinite(x), None, None, None
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """torch.nan_to_num: NaN -> nan, +inf -> posinf, -inf -> neginf (None: the dtype's largest /
+    lowest finite value)."""
+    x = as_tensor(x)
+    if x.dtype.kind != "f":
+        return x.clone()
+    return NanToNum.apply(x, float(nan), posinf, neginf)
+
+
+def reciprocal(x):
+    """torch.reciprocal: 1 / x (integers give float32)."""
+    return Reciprocal.apply(x)
+
+
+def log2(x):
+    return Log2.apply(x)
+
+
+def log10(x):
+    return Log10.apply(x)
+
+
+def exp2(x):
+    return Exp2.apply(x)
+
+
+def sign(x):
+    """torch.sign: -1, 0 or 1 (0 at NaN, as torch), the input's dtype; gradient 0."""
+    x = as_tensor(x)
+    if x.dtype.kind == "b":
+        return x.clone()
+    return Sign.apply(x)
 
 
 def exp(x):
@@ -221,6 +345,12 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
         raise ValueError("clamp: at least one of min and max must be given")
     lo = None if min is None else operand(min)
     hi = None if max is None else operand(max)
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):
+        # torch's clamp(Tensor min/max): broadcasting, and each bound gets the gradient where it is
+        # the result. A number next to a Tensor bound becomes a 0-d array of x's dtype.
+        def bound(b):
+            return b if b is None or isinstance(b, Tensor) else np.asarray(b, x.dtype)
+        return ClampTensor.apply(x, bound(lo), bound(hi))
     for bound in (lo, hi):
         if bound is not None and not isinstance(bound, (int, float)):
             raise TypeError(f"clamp: min and max must be numbers, got {type(bound).__name__}")

@@ -1,7 +1,14 @@
-"""gather, cumsum / cumprod, sort / argsort, repeat, unbind and the vector norm, with PyTorch's semantics.
+"""gather, scatter / scatter_add, index_select / index_add, flip / roll, prod, cumsum / cumprod,
+sort / argsort, repeat, unbind and the vector norm, with PyTorch's semantics.
 
 Backwards:
     gather: gx = zeros(x.shape); gx[.., index, ..] += g along dim (repeated indices accumulate)
+    scatter: gx = g with the written positions zeroed; gsrc = g gathered at index
+    scatter_add: gx = g; gsrc = g gathered at index
+    index_select: gx = zeros(x.shape); gx[.., index, ..] += g along dim
+    index_add: gx = g; gsource = alpha g[.., index, ..] along dim
+    flip / roll: gx = g flipped / rolled back
+    prod: the last entry of cumprod along dim, so exact at zeros (cumprod's backward)
     cumsum: gx = reversed cumsum of g along dim
     cumprod: gx = reversed cumsum of g y, divided by x; exact at zeros (see CumProd)
     sort: the values are x taken along dim at the sorted indices (reduce.TakeAlong): gx = g put back
@@ -67,6 +74,298 @@ def gather(input, dim, index):  # noqa: A002 - PyTorch's name
         bad = index.min() if index.min() < 0 else index.max()
         raise IndexError(f"gather: index {bad} is out of bounds for dim {d} with size {n}")
     return Gather.apply(x, index, d)
+
+
+def _scatter_index(op, x, dim, index, src_shape=None):
+    """Validate torch.scatter's index (int64/int32, x's number of dims, no dim larger than src's nor,
+    outside `dim`, than x's; values in [0, x.size(dim))) -> (dim, a private int64 copy of index)."""
+    index = np.array(index.data if isinstance(index, Tensor) else index)
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must be an integer tensor, got {index.dtype}")
+    if index.dtype == np.uint64 and index.size and index.max() > np.iinfo(np.int64).max:
+        raise IndexError(f"{op}: index {index.max()} is out of bounds")
+    index = index.astype(np.int64, copy=False)
+    if x.ndim == 0 and index.ndim <= 1 and index.size <= 1:
+        index = index.reshape(index.size)
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    if index.ndim != max(x.ndim, 1):
+        raise ValueError(f"{op}: index {shape_str(index.shape)} and input {shape_str(x.shape)} must have the "
+                         "same number of dims")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape or (1,))) if k != d):
+        raise ValueError(f"{op}: index {shape_str(index.shape)} is larger than input {shape_str(x.shape)} "
+                         f"outside dim {d}")
+    if src_shape is not None and (len(src_shape) != index.ndim
+                                  or any(i > s for i, s in zip(index.shape, src_shape))):
+        raise ValueError(f"{op}: index {shape_str(index.shape)} is larger than src {shape_str(src_shape)}")
+    n = x.shape[d] if x.ndim else 1
+    if index.size and (index.min() < 0 or index.max() >= n):
+        bad = index.min() if index.min() < 0 else index.max()
+        raise IndexError(f"{op}: index {bad} is out of bounds for dim {d} with size {n}")
+    return d, index
+
+
+def _src_part(src, index):
+    """The leading index.shape block of src (scatter reads only that much of it)."""
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+def _src_grad(g_part, src_shape):
+    """g_part (index.shape) padded with zeros to src_shape."""
+    if g_part.shape == tuple(src_shape):
+        return g_part
+    gs = np.zeros(src_shape, g_part.dtype)
+    gs[tuple(slice(0, n) for n in g_part.shape)] = g_part
+    return gs
+
+
+class Scatter(Function):
+    """y = x with y[.., index[i,j,k], ..] = src[i,j,k] along dim (src an array or a scalar).
+    gx = g zeroed where written; gsrc = g gathered at index (zeros past index's shape)."""
+
+    @staticmethod
+    def forward(ctx, x, src, index, dim):
+        ctx.where = _full_index(index, dim)
+        ctx.src_shape = np.shape(src)
+        y = x.copy()
+        y[ctx.where] = _src_part(src, index) if np.ndim(src) else src
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = gs = None
+        if ctx.needs_input_grad[0]:
+            gx = g.copy()
+            gx[ctx.where] = 0
+        if ctx.needs_input_grad[1]:
+            gs = _src_grad(g[ctx.where], ctx.src_shape)
+        return gx, gs, None, None
+
+
+class ScatterAdd(Function):
+    """y = x; y[.., index[i,j,k], ..] += src[i,j,k] along dim (repeats add up).
+    gx = g; gsrc = g gathered at index (zeros past index's shape)."""
+
+    @staticmethod
+    def forward(ctx, x, src, index, dim):
+        ctx.where = _full_index(index, dim)
+        ctx.src_shape = src.shape
+        y = x.copy()
+        np.add.at(y, ctx.where, _src_part(src, index))
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = _src_grad(g[ctx.where], ctx.src_shape) if ctx.needs_input_grad[1] else None
+        return (g if ctx.needs_input_grad[0] else None), gs, None, None
+
+
+def _scatter_src(op, x, src):
+    if isinstance(src, (Tensor, np.ndarray, list, tuple)):
+        t = as_tensor(src)
+        if t.dtype != as_tensor(x).dtype:
+            raise TypeError(f"{op}: src dtype {t.dtype} differs from input dtype {as_tensor(x).dtype}")
+        return t
+    if isinstance(src, (bool, int, float, np.generic)):
+        return None
+    raise TypeError(f"{op}: src must be a Tensor or a number, got {type(src).__name__}")
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):  # noqa: A002
+    """torch.scatter: a copy of input with input[.., index[i,j,k], ..] = src[i,j,k] along `dim` (src a
+    Tensor of at least index's size, or a number; torch's `value=` too). index as in `gather`; with
+    repeated indices which write wins is unspecified (as torch). reduce='add' is scatter_add."""
+    op = "scatter"
+    x = as_tensor(input)
+    if (src is None) == (value is None):
+        raise TypeError(f"{op}: pass exactly one of src and value")
+    src = value if src is None else src
+    if reduce not in (None, "add"):
+        raise ValueError(f"{op}: reduce must be None or 'add', got {reduce!r}")
+    t = _scatter_src(op, x, src)
+    if x.ndim == 0 and t is not None and t.ndim == 0:
+        t = t.reshape(1)
+    if reduce == "add":
+        if t is None:
+            t = x.new_full(np.shape(index.data if isinstance(index, Tensor) else index), src)
+        return scatter_add(x, dim, index, t)
+    d, index = _scatter_index(op, x, dim, index, None if t is None else t.shape)
+    if x.ndim == 0:
+        return scatter(x.reshape(1), 0, index, t.reshape(1) if t is not None else src).reshape(())
+    if t is None:
+        return Scatter.apply(x, x.dtype.type(src), index, d)
+    return Scatter.apply(x, t, index, d)
+
+
+def scatter_add(input, dim, index, src):  # noqa: A002
+    """torch.scatter_add: a copy of input with input[.., index[i,j,k], ..] += src[i,j,k] along `dim`
+    (repeats accumulate). index as in `gather`; src a Tensor at least as large as index."""
+    op = "scatter_add"
+    x, t = as_tensor(input), _scatter_src(op, input, src)
+    if t is None:
+        raise TypeError(f"{op}: src must be a Tensor")
+    if x.ndim == 0 and t.ndim == 0:
+        t = t.reshape(1)
+    d, index = _scatter_index(op, x, dim, index, t.shape)
+    if x.ndim == 0:
+        return scatter_add(x.reshape(1), 0, index, t.reshape(1)).reshape(())
+    return ScatterAdd.apply(x, t, index, d)
+
+
+def _vector_index(op, x, dim, index):
+    """index_select / index_add's index: a 1-D (or 0-d) integer tensor of values in [0, size(dim))."""
+    index = np.array(index.data if isinstance(index, Tensor) else index)
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must be an int64 or int32 tensor, got {index.dtype}")
+    if index.ndim > 1:
+        raise ValueError(f"{op}: index must be a vector (1-D), got shape {shape_str(index.shape)}")
+    if index.dtype == np.uint64 and index.size and index.max() > np.iinfo(np.int64).max:
+        raise IndexError(f"{op}: index {index.max()} is out of bounds")
+    index = index.reshape(-1).astype(np.int64, copy=False)
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    n = x.shape[d] if x.ndim else 1
+    if index.size and (index.min() < 0 or index.max() >= n):
+        bad = index.min() if index.min() < 0 else index.max()
+        raise IndexError(f"{op}: index {bad} is out of bounds for dim {d} with size {n}")
+    return d, index
+
+
+class IndexSelect(Function):
+    """y = x[.., index, ..] along dim; gx = zeros, gx[.., index, ..] += g (repeats accumulate)."""
+
+    @staticmethod
+    def forward(ctx, x, index, dim):
+        ctx.shape, ctx.where = x.shape, (slice(None),) * dim + (index,)
+        return np.take(x, index, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = np.zeros(ctx.shape, g.dtype)
+        np.add.at(gx, ctx.where, g)
+        return gx, None, None
+
+
+def index_select(input, dim, index):  # noqa: A002
+    """torch.index_select: the entries of input at `index` (1-D int tensor, values in [0, size(dim)))
+    along `dim`; the gradient scatter-adds back."""
+    x = as_tensor(input)
+    d, index = _vector_index("index_select", x, dim, index)
+    if x.ndim == 0:
+        return IndexSelect.apply(x.reshape(1), index, 0).reshape(index.shape[:0] if index.size == 1 else (0,))
+    return IndexSelect.apply(x, index, d)
+
+
+class IndexAdd(Function):
+    """y = x; y[.., index[i], ..] += alpha source[.., i, ..] along dim (repeats add up).
+    gx = g; gsource = alpha g[.., index, ..] along dim."""
+
+    @staticmethod
+    def forward(ctx, x, source, index, dim, alpha):
+        ctx.where, ctx.alpha = (slice(None),) * dim + (index,), alpha
+        y = x.copy()
+        np.add.at(y, ctx.where, source * x.dtype.type(alpha) if alpha != 1 else source)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = None
+        if ctx.needs_input_grad[1]:
+            gs = g[ctx.where]
+            if ctx.alpha != 1:
+                gs = gs * g.dtype.type(ctx.alpha)
+        return (g if ctx.needs_input_grad[0] else None), gs, None, None, None
+
+
+def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
+    """torch.index_add: a copy of input with input[.., index[i], ..] += alpha * source[.., i, ..]
+    along `dim`. index 1-D int (values in [0, size(dim))), source input's shape with len(index) at dim."""
+    op = "index_add"
+    x, src = as_tensor(input), as_tensor(source)
+    if src.dtype != x.dtype:
+        raise TypeError(f"{op}: source dtype {src.dtype} differs from input dtype {x.dtype}")
+    d, index = _vector_index(op, x, dim, index)
+    want = tuple(len(index) if k == d else s for k, s in enumerate(x.shape))
+    if x.ndim and tuple(src.shape) != want:
+        raise ValueError(f"{op}: source {shape_str(src.shape)} must have shape {shape_str(want)} (input "
+                         f"{shape_str(x.shape)} with {len(index)} entries at dim {d})")
+    if x.ndim == 0:
+        return index_add(x.reshape(1), 0, index, src.reshape(-1), alpha=alpha).reshape(())
+    return IndexAdd.apply(x, src, index, d, alpha)
+
+
+class Flip(Function):
+    """y = x reversed along dims; gx = g reversed along dims."""
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        return np.flip(x, dims).copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.flip(g, ctx.dims).copy(), None
+
+
+def flip(input, *dims):  # noqa: A002
+    """torch.flip: input reversed along `dims` (several ints or one sequence; a copy, as torch)."""
+    x = as_tensor(input)
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    if not dims:
+        raise TypeError("flip: missing the dims to flip")
+    return Flip.apply(x, normalize_dims("flip", dims, x.ndim, x.shape))
+
+
+class Roll(Function):
+    """y = x rolled by shifts along dims (None: flattened); gx = g rolled back by -shifts."""
+
+    @staticmethod
+    def forward(ctx, x, shifts, dims):
+        ctx.shifts, ctx.dims = shifts, dims
+        return np.roll(x, shifts, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        back = -ctx.shifts if ctx.dims is None else tuple(-s for s in ctx.shifts)
+        return np.roll(g, back, ctx.dims), None, None
+
+
+def roll(input, shifts, dims=None):  # noqa: A002
+    """torch.roll: entries shifted by `shifts` along `dims` (ints or sequences of equal length),
+    wrapping around; dims=None rolls the flattened tensor and keeps the shape."""
+    x = as_tensor(input)
+    if dims is None:
+        if isinstance(shifts, (tuple, list)):
+            if len(shifts) != 1:
+                raise ValueError("roll: with dims=None, shifts must be one int")
+            shifts = shifts[0]
+        return Roll.apply(x, check_int("roll", "shifts", shifts), None)
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    shifts = tuple(check_int("roll", "shifts", s) for s in shifts)
+    dims = tuple(normalize_dim("roll", d, x.ndim, x.shape) for d in dims)
+    return Roll.apply(x, shifts, dims)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """torch.prod: the product over one `dim` (None: every element); integer and bool inputs give
+    int64. The gradient is cumprod's, exact with zeros."""
+    x = as_tensor(input)
+    if dtype is not None:
+        x = x.to(dtype)
+    if dim is None:
+        flat = x.reshape(-1)
+        if flat.shape[0] == 0:                       # 1, with a zero gradient (as torch)
+            return flat.sum() * 0 + 1
+        return cumprod(flat, 0)[-1]
+    d = normalize_dim("prod", dim, x.ndim, x.shape)
+    if x.ndim == 0:
+        return cumprod(x, 0)
+    if x.shape[d] == 0:
+        return x.sum(d, keepdim=bool(keepdim)) * 0 + 1
+    last = (slice(None),) * d + (slice(-1, None) if keepdim else -1,)
+    return cumprod(x, d)[last]
 
 
 def _int64_if_integer(x):

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from minigrad.autograd.function import Function
 from minigrad.kernels.validate import check_finite_scalar, check_index, check_int
 from minigrad.ops._common import as_tensor
 from minigrad.ops.activations import float_input as _float_input
@@ -240,6 +241,51 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if pw is not None:
         log_sig = log_sig * (Tensor(pw - 1) * target + 1)
     loss = (1 - target) * input - log_sig
+    w = _constant(op, "weight", weight, input.dtype)
+    if w is not None:
+        loss = loss * Tensor(w)
+    return apply_reduction(loss, reduction)
+
+
+_BCE_EPS = float(np.float32(1e-12))     # torch's constant is the float 1e-12f
+
+
+class _BinaryCrossEntropy(Function):
+    """loss = -(y max(log p, -100) + (1 - y) max(log(1 - p), -100)), elementwise. As torch:
+    gp = g (p - y) / max(p (1 - p), 1e-12); gy = g (max(log(1 - p), -100) - max(log p, -100))."""
+
+    @staticmethod
+    def forward(ctx, p, y):
+        with np.errstate(divide="ignore"):
+            log_p, log_q = np.maximum(np.log(p), -100.0), np.maximum(np.log1p(-p), -100.0)
+        ctx.save_for_backward(p, y, log_p, log_q)
+        return -(y * log_p + (1 - y) * log_q)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y, log_p, log_q = ctx.saved_tensors
+        gp = g * (p - y) / np.maximum(p * (1 - p), _BCE_EPS) if ctx.needs_input_grad[0] else None
+        gy = g * (log_q - log_p) if ctx.needs_input_grad[1] else None
+        return gp, gy
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """loss_i = -w_i [y_i log(p_i) + (1 - y_i) log(1 - p_i)], each log clamped to >= -100 (torch's
+    rule, so p = 0 or 1 gives a finite loss); `input` probabilities in [0, 1] (else ValueError).
+    Gradient (p - y) / (p (1 - p)) where the logs are not clamped; the target gets
+    log(1 - p) - log(p). `weight` (a constant) broadcasts to the loss."""
+    op = "binary_cross_entropy"
+    check_legacy(op, size_average, reduce)
+    check_reduction(op, reduction)
+    input = _float_input(op, "input", input)
+    target = _target(op, input, target, warn=False)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
+                         f"{tuple(input.shape)}")
+    p = input.data
+    if p.size and not (np.all(p >= 0) and np.all(p <= 1)):
+        raise ValueError(f"{op}: all elements of input should be between 0 and 1")
+    loss = _BinaryCrossEntropy.apply(input, target)
     w = _constant(op, "weight", weight, input.dtype)
     if w is not None:
         loss = loss * Tensor(w)

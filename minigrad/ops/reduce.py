@@ -327,13 +327,16 @@ def logsumexp(x, dim=None, keepdim=False):
     return LogSumExp.apply(x, _dims("logsumexp", x, dim), bool(keepdim))
 
 
-def softmax(x, dim=-1):
-    """exp(x) / sum(exp(x)) along one dim (max-shifted, so it never overflows)."""
+def softmax(x, dim=-1, *, dtype=None):
+    """exp(x) / sum(exp(x)) along one dim (max-shifted, so it never overflows); `dtype=` casts x
+    first (torch's argument)."""
+    x = x if dtype is None else x.to(dtype)
     return Softmax.apply(x, _one_dim("softmax", x, dim))
 
 
-def log_softmax(x, dim=-1):
-    """x - logsumexp(x) along one dim, as (x - max) - log(sum(exp(x - max)))."""
+def log_softmax(x, dim=-1, *, dtype=None):
+    """x - logsumexp(x) along one dim, as (x - max) - log(sum(exp(x - max))); `dtype=` casts x first."""
+    x = x if dtype is None else x.to(dtype)
     return LogSoftmax.apply(x, _one_dim("log_softmax", x, dim))
 
 

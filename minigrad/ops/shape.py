@@ -161,3 +161,47 @@ def expand(x, *sizes):
     if shape == x.shape:
         return x
     return Expand.apply(x, shape)
+
+
+def movedim(x, source, destination):
+    """torch.movedim: dims `source` (an int or a sequence) moved to positions `destination`, the
+    others keeping their order (a permute)."""
+    src = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+    dst = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {src} and destination {dst} must have the same length")
+    src = [normalize_dim("movedim", d, x.ndim, x.shape) for d in src]
+    dst = [normalize_dim("movedim", d, x.ndim, x.shape) for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
+    if x.ndim == 0:
+        return x
+    order = [None] * x.ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(x.ndim) if i not in src)
+    return permute(x, [next(rest) if o is None else o for o in order])
+
+
+def swapaxes(x, axis0, axis1):
+    """torch.swapaxes / swapdims: transpose(axis0, axis1)."""
+    return transpose(x, axis0, axis1)
+
+
+def unflatten(x, dim, sizes):
+    """torch.unflatten: dim `dim` split into `sizes` (one may be -1)."""
+    d = normalize_dim("unflatten", dim, x.ndim, x.shape)
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise ValueError("unflatten: sizes must be non-empty")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1 or (-1 not in sizes and known != x.shape[d]) or (
+            -1 in sizes and (known == 0 or x.shape[d] % known)):
+        raise ValueError(f"unflatten: sizes {sizes} do not multiply to {x.shape[d]}, the size of dim {d} "
+                         f"of shape {shape_str(x.shape)}")
+    return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
+
+
+def broadcast_to(x, *shape):
+    """torch.broadcast_to: expand to `shape` (-1 keeps a dim)."""
+    return expand(x, *shape)

@@ -54,6 +54,15 @@ def _inplace_operator(fn):
     return method
 
 
+def _inplace_alpha(fn):
+    """add_ / sub_: torch's `alpha=` scales `other` first (p.add_(g, alpha=-lr))."""
+    def method(self, other, *, alpha=1):
+        return inplace.binary_inplace(fn, self, binary._scaled(operand(other), alpha))
+
+    method.__name__ = fn.__name__.lower() + "_"
+    return method
+
+
 def _reduction(fn):
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=False):
         return fn(self, pick_dims(dim, axis, fn.__name__), pick_keepdim(keepdim, keepdims))
@@ -265,14 +274,27 @@ _METHODS = {
     "multinomial": _api("multinomial"), "allclose": _api("allclose"),
     "mm": _api("mm"), "bmm": _api("bmm"), "square": _api("square"), "tril": _api("tril"),
     "triu": _api("triu"), "clamp_min": _clamp_min, "clamp_max": _clamp_max,
+    "prod": gather_sort.prod, "scatter": gather_sort.scatter, "scatter_add": gather_sort.scatter_add,
+    "index_select": gather_sort.index_select, "index_add": gather_sort.index_add,
+    "flip": gather_sort.flip, "roll": gather_sort.roll, "lerp": binary.lerp, "logaddexp": binary.logaddexp,
+    "isinf": compare.isinf, "isposinf": compare.isposinf, "isneginf": compare.isneginf,
+    "floor": elementwise.floor, "ceil": elementwise.ceil, "round": elementwise.round,
+    "trunc": elementwise.trunc, "sign": elementwise.sign, "reciprocal": elementwise.reciprocal,
+    "log2": elementwise.log2, "log10": elementwise.log10, "exp2": elementwise.exp2,
+    "nan_to_num": elementwise.nan_to_num, "narrow": _api("narrow"), "select": _api("select"),
+    "tile": _api("tile"), "repeat_interleave": _api("repeat_interleave"),
+    "take_along_dim": _api("take_along_dim"), "diagonal": _api("diagonal"), "outer": _api("outer"),
+    "var_mean": _api("var_mean"), "std_mean": _api("std_mean"),
     # shape
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
     "expand": shape.expand, "expand_as": _expand_as, "reshape_as": _reshape_as, "view_as": _reshape_as,
     "t": _t, "contiguous": _contiguous, "split": _split, "chunk": _chunk, "matmul": linalg.matmul,
-    "repeat": gather_sort.repeat, "unbind": gather_sort.unbind,
+    "repeat": gather_sort.repeat, "unbind": gather_sort.unbind, "movedim": shape.movedim,
+    "moveaxis": shape.movedim, "swapaxes": shape.swapaxes, "swapdims": shape.swapaxes,
+    "unflatten": shape.unflatten, "broadcast_to": shape.broadcast_to,
     # in place
-    "add_": _inplace_operator(binary.Add), "sub_": _inplace_operator(binary.Sub),
+    "add_": _inplace_alpha(binary.Add), "sub_": _inplace_alpha(binary.Sub),
     "mul_": _inplace_operator(binary.Mul), "div_": _inplace_operator(binary.Div),
     "fill_": inplace.fill_, "zero_": inplace.zero_, "copy_": inplace.copy_,
     "masked_fill_": inplace.masked_fill_, "clamp_": inplace.clamp_, "clip_": inplace.clamp_,
