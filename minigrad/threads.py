@@ -102,6 +102,41 @@ def serial_blas():
                 _serial["limiter"] = _serial["pending"] = None
 
 
+# Without a readable cache size: a typical server L3 share, small enough that weights beyond it
+# are certainly streamed from DRAM.
+DEFAULT_LLC_BYTES = 32 << 20
+
+
+def last_level_cache_bytes():
+    """The size of the CPU's last-level cache (Linux sysfs, cpu0's highest level), else
+    DEFAULT_LLC_BYTES."""
+    if "llc" not in _state:
+        best = (0, 0)
+        base = "/sys/devices/system/cpu/cpu0/cache"
+        try:
+            for entry in os.listdir(base):
+                with open(os.path.join(base, entry, "level")) as f:
+                    level = int(f.read())
+                with open(os.path.join(base, entry, "size")) as f:
+                    text = f.read().strip().upper()
+                units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+                size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+                best = max(best, (level, size))
+        except (OSError, ValueError):
+            best = (0, 0)
+        _state["llc"] = best[1] or DEFAULT_LLC_BYTES
+    return _state["llc"]
+
+
+def decode_blas(weight_bytes):
+    """BLAS threading for decoding one token at a time through `weight_bytes` of weights: one thread
+    (`serial_blas`) while they fit in the last-level cache, where a token's matrix-vector products
+    are too short to split; every thread once they do not, when each token streams the weights from
+    DRAM and two cores read it about twice as fast (2 vCPUs, 260 MB L3: SmolLM2-135M fp32, 540 MB,
+    11.9 -> 22.5 tokens/s with threads; a 42 MB GPT 180 -> 130-138, so it stays serial)."""
+    return serial_blas() if weight_bytes <= last_level_cache_bytes() else contextlib.nullcontext()
+
+
 def _controller():
     """A threadpoolctl controller that sees the BLAS the kernels call, or False without threadpoolctl."""
     ctl = _state.get("controller")

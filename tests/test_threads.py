@@ -247,3 +247,24 @@ def test_set_num_threads_inside_kernel_threads_keeps_the_block_size():
         mg.tensor([1.0, 2.0]).exp()
         assert _threads.get_threads() == 1
     assert _threads.get_threads() == 3 and mg.get_num_threads() == 3
+
+
+def test_decode_blas_is_serial_for_cached_weights_and_threaded_beyond_the_cache():
+    """Decoding through weights that fit the last-level cache runs BLAS on one thread; through
+    more than the cache holds (streamed from DRAM every token) on all of them."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from minigrad.threads import decode_blas, last_level_cache_bytes
+
+    def blas():
+        return {i["num_threads"] for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"}
+
+    llc = last_level_cache_bytes()
+    assert isinstance(llc, int) and llc >= 1 << 16
+    mg.set_num_threads(2)
+    if blas() != {2}:
+        pytest.skip(f"BLAS cannot use 2 threads here ({blas()})")
+    with decode_blas(llc // 2):
+        assert blas() == {1}
+    assert blas() == {2}
+    with decode_blas(2 * llc):
+        assert blas() == {2}

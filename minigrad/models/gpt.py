@@ -29,7 +29,7 @@ from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int
 from minigrad.models.gguf_llama import load_gguf
 from minigrad.models.hf_llama import load_hf, save_hf
-from minigrad.models.sampling import Sampler, check_new_tokens, left_padding
+from minigrad.models.sampling import Sampler, check_new_tokens, left_padding, parameter_bytes
 from minigrad.nn.lora import fused_weight, needs_call
 from minigrad.ops.attention import attention_inference
 from minigrad.ops.linear import linear
@@ -37,7 +37,7 @@ from minigrad.ops.rms_norm import add_rms_norm
 from minigrad.ops.rope import check_rope_scaling, split_qkv_rope
 from minigrad.ops.swiglu import swiglu_packed
 from minigrad.tensor import Tensor
-from minigrad.threads import kernel_threads, serial_blas
+from minigrad.threads import decode_blas, kernel_threads
 from minigrad.utils.checkpoint import GradientCheckpointingMixin, checkpoint
 
 INIT_STD = 0.02
@@ -505,7 +505,7 @@ class GPT(GradientCheckpointingMixin, nn.Module):
                 more = not sampler.done and sampler.push(self.forward(ids, caches, 0, pads).data[:, -1])
                 # one position per step: too little work to split over threads (threads.kernel_threads;
                 # measured 2 -> 1 thread, 2 vCPUs: small model B=1 229 -> 517-658 tok/s, B=8 1380 -> 2351)
-                with serial_blas(), kernel_threads(1):
+                with decode_blas(parameter_bytes(self)), kernel_threads(1):
                     while more:
                         t = sampler.length - 1          # the column of the newest token
                         more = sampler.push(self.forward(sampler.last[:, None], caches, t, pads).data[:, -1])

@@ -21,13 +21,13 @@ from minigrad.kernels.validate import check_index
 from minigrad.models.rwkv7_decode import RecurrentDecoder
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
-from minigrad.models.sampling import Sampler, check_new_tokens, left_padding
+from minigrad.models.sampling import Sampler, check_new_tokens, left_padding, parameter_bytes
 from minigrad.nn import Embedding, LayerNorm, Linear, Module, ModuleList, Parameter
 from minigrad.nn.init import no_init
 from minigrad.nn.lora import LoraLinear, frozen_adapters, fused_weight
 from minigrad.ops.rwkv7 import add_layer_norm
 from minigrad.tensor import Tensor
-from minigrad.threads import serial_blas
+from minigrad.threads import decode_blas
 from minigrad.utils.checkpoint import GradientCheckpointingMixin, checkpoint
 
 __all__ = ["RWKV7Config", "RWKV7"]
@@ -318,7 +318,7 @@ class RWKV7(GradientCheckpointingMixin, Module):
                 if not sampler.done:
                     last, state = self._prefill(tokens, pads)
                     decode = self._decoder(state)
-                    with serial_blas():
+                    with decode_blas(parameter_bytes(self)):
                         while sampler.push(last):
                             last = decode(sampler.last)
         finally:

@@ -14,6 +14,11 @@ from minigrad.kernels.validate import check_finite_scalar, check_int, check_numb
 from minigrad.tensor import Tensor
 
 
+def parameter_bytes(model):
+    """Bytes of a model's parameters: what one decoded token reads (threads.decode_blas)."""
+    return sum(p.data.nbytes for p in model.parameters())
+
+
 def check_sampling(temperature, top_k, top_p):
     """Raise TypeError naming the argument for a non-number (None, "1"), ValueError for settings
     that would sample noise or nothing."""
