@@ -107,6 +107,16 @@ def serial_blas():
 DEFAULT_LLC_BYTES = 32 << 20
 
 
+def kernel_blas():
+    """What a kernel calling BLAS from inside its OpenMP threads runs under: `serial_blas()`, so that
+    the team's concurrent calls do not each start BLAS threads; nothing when the calling thread's
+    kernels run on one OpenMP thread (`kernel_threads(1)`, decoding), where a single caller is safe
+    and limiting BLAS around each call costs ~50 us (threadpoolctl) -- per layer per token."""
+    if getattr(_local, "override", None) == 1:
+        return contextlib.nullcontext()
+    return serial_blas()
+
+
 def last_level_cache_bytes():
     """The size of the CPU's last-level cache (Linux sysfs, cpu0's highest level), else
     DEFAULT_LLC_BYTES."""

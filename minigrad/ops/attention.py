@@ -18,7 +18,7 @@ import numpy as np
 from minigrad.autograd.function import Function
 from minigrad.kernels import attention as _k
 from minigrad.kernels.validate import check_finite_scalar, check_float
-from minigrad.threads import serial_blas
+from minigrad.threads import kernel_blas, serial_blas
 
 BLOCK_ROWS = _k.BLOCK_ROWS
 BLOCK_KEYS = None
@@ -63,7 +63,7 @@ def attention_forward_arrays(q4, k4, v4, scale, o4=None):
         o4 = np.empty_like(q4)                  # keeps q's memory layout
     lse = np.empty((B, Hq, Tq), q4.dtype)
     if B:
-        with serial_blas():
+        with kernel_blas():
             _k.attention_forward(q4, k4, v4, o4, lse, scale, *_blocks(hd))
     return o4, lse
 
