@@ -229,13 +229,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     (any float) and gets its gradient; weight and pos_weight are constants.
     """
     op = "binary_cross_entropy_with_logits"
-    check_legacy(op, size_average, reduce)
-    check_reduction(op, reduction)
-    input = _float_input(op, "input", input)
-    target = _target(op, input, target, warn=False)
-    if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
-                         f"{tuple(input.shape)}")
+    input, target = _binary_inputs(op, input, target, size_average, reduce, reduction)
     log_sig = logsigmoid(input)
     pw = _constant(op, "pos_weight", pos_weight, input.dtype)
     if pw is not None:
@@ -245,6 +239,18 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if w is not None:
         loss = loss * Tensor(w)
     return apply_reduction(loss, reduction)
+
+
+def _binary_inputs(op, input, target, size_average, reduce, reduction):  # noqa: A002
+    """The checked (input, target) of a binary cross-entropy: float input, target of its shape."""
+    check_legacy(op, size_average, reduce)
+    check_reduction(op, reduction)
+    input = _float_input(op, "input", input)
+    target = _target(op, input, target, warn=False)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
+                         f"{tuple(input.shape)}")
+    return input, target
 
 
 _BCE_EPS = float(np.float32(1e-12))     # torch's constant is the float 1e-12f
@@ -275,13 +281,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     Gradient (p - y) / (p (1 - p)) where the logs are not clamped; the target gets
     log(1 - p) - log(p). `weight` (a constant) broadcasts to the loss."""
     op = "binary_cross_entropy"
-    check_legacy(op, size_average, reduce)
-    check_reduction(op, reduction)
-    input = _float_input(op, "input", input)
-    target = _target(op, input, target, warn=False)
-    if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
-                         f"{tuple(input.shape)}")
+    input, target = _binary_inputs(op, input, target, size_average, reduce, reduction)
     p = input.data
     if p.size and not (np.all(p >= 0) and np.all(p <= 1)):
         raise ValueError(f"{op}: all elements of input should be between 0 and 1")
