@@ -1,4 +1,5 @@
-"""LayerNorm and RMSNorm over the last dimension, composed from primitive Tensor ops.
+"""LayerNorm (over torch's trailing normalized_shape) and RMSNorm (over the last dim), composed from
+primitive Tensor ops.
 
 (The model issues add fused kernels; the classes, parameter names and maths stay the same.)
 """
@@ -23,25 +24,43 @@ def _check_last_dim(name, x, dim):
         raise ValueError(f"{name}: expected input (..., {dim}), got shape {tuple(x.shape)}")
 
 
-class LayerNorm(Module):
-    """y = (x - mean) / sqrt(var + eps) * weight + bias, mean/var (biased) over the last dim.
+def _normalized_shape(name, normalized_shape):
+    """torch's normalized_shape (an int or a non-empty sequence of positive ints) as a tuple."""
+    if isinstance(normalized_shape, (tuple, list)):
+        if len(normalized_shape) == 0:
+            raise ValueError(f"{name}: normalized_shape must not be empty")
+        return tuple(check_int(name, "normalized_shape", d, 1) for d in normalized_shape)
+    return (check_int(name, "normalized_shape", normalized_shape, 1),)
 
-    weight (dim,) = 1, bias (dim,) = 0; `elementwise_affine=False` drops both, `bias=False` the bias.
+
+class LayerNorm(Module):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias, mean/var (biased) over the trailing dims
+    `normalized_shape` (an int or a tuple, as torch); x (..., *normalized_shape) -> x's shape.
+
+    weight (normalized_shape) = 1, bias (normalized_shape) = 0; `elementwise_affine=False` drops both,
+    `bias=False` the bias. Composed of differentiable ops (their backward is layer norm's).
     """
 
-    def __init__(self, dim, eps=1e-5, elementwise_affine=True, bias=True, dtype=np.float32):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=np.float32):
         super().__init__()
-        self.dim = _norm_dim("LayerNorm", dim)
+        self.normalized_shape = _normalized_shape("LayerNorm", normalized_shape)
+        self.dim = self.normalized_shape[-1]
         self.eps = float(eps)
-        weight = Parameter(np.ones(self.dim, dtype=dtype)) if elementwise_affine else None
+        shape = self.normalized_shape
+        weight = Parameter(np.ones(shape, dtype=dtype)) if elementwise_affine else None
         self.register_parameter("weight", weight)
-        self.register_parameter("bias", Parameter(np.zeros(self.dim, dtype=dtype))
+        self.register_parameter("bias", Parameter(np.zeros(shape, dtype=dtype))
                                 if elementwise_affine and bias else None)
 
     def forward(self, x):
-        _check_last_dim("LayerNorm", x, self.dim)
-        centred = x - x.mean(axis=-1, keepdims=True)
-        var = (centred * centred).mean(axis=-1, keepdims=True)
+        shape = self.normalized_shape
+        k = len(shape)
+        if x.ndim < k or tuple(x.shape[x.ndim - k:]) != shape:
+            raise ValueError(f"LayerNorm: expected input (..., {', '.join(map(str, shape))}), got shape "
+                             f"{tuple(x.shape)}")
+        dims = tuple(range(x.ndim - k, x.ndim))
+        centred = x - x.mean(dim=dims, keepdim=True)
+        var = (centred * centred).mean(dim=dims, keepdim=True)
         y = centred * (var + self.eps).rsqrt()
         if self.weight is not None:
             y = y * self.weight
@@ -50,7 +69,8 @@ class LayerNorm(Module):
         return y
 
     def extra_repr(self):
-        return f"({self.dim},), eps={self.eps}, elementwise_affine={self.weight is not None}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
+                + ("" if self.weight is None or self.bias is not None else ", bias=False"))
 
 
 class RMSNorm(Module):

@@ -39,6 +39,7 @@ from minigrad.ops.compare import (
     ne,
     nonzero,
 )
+from minigrad.ops.cumulative import cummax, cummin, logcumsumexp
 from minigrad.ops.einsum import einsum
 from minigrad.ops.elementwise import (  # noqa: A004
     abs,
@@ -88,6 +89,7 @@ from minigrad.ops.gather_sort import (
     sort,
     unbind,
 )
+from minigrad.ops.index_update import index_copy, index_fill
 from minigrad.ops.indexing import getitem
 from minigrad.ops.join import cat, chunk, pad, split, stack
 from minigrad.ops.linalg import matmul
@@ -104,6 +106,8 @@ from minigrad.ops.reduce import (  # noqa: A004
     sum,
     var,
 )
+from minigrad.ops.scatter_reduce import scatter_reduce
+from minigrad.ops.selection import kthvalue, masked_select, median
 from minigrad.ops.shape import (
     broadcast_to,
     expand,
@@ -118,6 +122,7 @@ from minigrad.ops.shape import (
     unsqueeze,
     view,
 )
+from minigrad.ops.unique import bincount, unique
 from minigrad.tensor import Tensor, int64, scalar_value
 
 clip = clamp
@@ -399,4 +404,6 @@ __all__ = [
     "var_mean", "std_mean", "lerp", "logaddexp", "isinf", "isposinf", "isneginf", "floor", "ceil", "round",
     "trunc", "sign", "reciprocal", "log2", "log10", "exp2", "nan_to_num", "movedim", "moveaxis", "swapaxes",
     "swapdims", "unflatten", "broadcast_to",
+    "scatter_reduce", "index_fill", "index_copy", "masked_select", "cummax", "cummin", "logcumsumexp",
+    "median", "kthvalue", "unique", "bincount",
 ]

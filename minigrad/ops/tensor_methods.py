@@ -7,7 +7,22 @@ the elementwise maximum; numpy's `x.max(axis=...)` and `amax` return the values 
 import numpy as np
 
 from minigrad.kernels.validate import check_int
-from minigrad.ops import binary, compare, elementwise, gather_sort, inplace, join, linalg, reduce, shape
+from minigrad.ops import (
+    binary,
+    compare,
+    cumulative,
+    elementwise,
+    gather_sort,
+    index_update,
+    inplace,
+    join,
+    linalg,
+    reduce,
+    scatter_reduce,
+    selection,
+    shape,
+    unique,
+)
 from minigrad.ops._common import (
     array_of,
     normalize_dim,
@@ -285,6 +300,11 @@ _METHODS = {
     "tile": _api("tile"), "repeat_interleave": _api("repeat_interleave"),
     "take_along_dim": _api("take_along_dim"), "diagonal": _api("diagonal"), "outer": _api("outer"),
     "var_mean": _api("var_mean"), "std_mean": _api("std_mean"),
+    "scatter_reduce": scatter_reduce.scatter_reduce, "index_fill": index_update.index_fill,
+    "index_copy": index_update.index_copy, "masked_select": selection.masked_select,
+    "cummax": cumulative.cummax, "cummin": cumulative.cummin, "logcumsumexp": cumulative.logcumsumexp,
+    "median": selection.median, "kthvalue": selection.kthvalue, "unique": unique.unique,
+    "bincount": unique.bincount,
     # shape
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
@@ -299,6 +319,9 @@ _METHODS = {
     "fill_": inplace.fill_, "zero_": inplace.zero_, "copy_": inplace.copy_,
     "masked_fill_": inplace.masked_fill_, "clamp_": inplace.clamp_, "clip_": inplace.clamp_,
     "normal_": inplace.normal_, "uniform_": inplace.uniform_,
+    "scatter_": index_update.scatter_, "scatter_add_": index_update.scatter_add_,
+    "scatter_reduce_": index_update.scatter_reduce_, "index_add_": index_update.index_add_,
+    "index_fill_": index_update.index_fill_, "index_copy_": index_update.index_copy_,
 }
 
 for _name, _fn in _METHODS.items():

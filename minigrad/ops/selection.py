@@ -1,0 +1,121 @@
+"""Picking elements by order or mask: kthvalue, median, masked_select (torch's semantics).
+
+Shapes: kthvalue / median(dim) take input (*S) and give (values, indices), S without `dim` (kept as
+size 1 with keepdim), indices int64; median() of everything gives a 0-d value; masked_select gives
+a 1-D tensor of the selected elements of input and mask broadcast together, in C order.
+
+Backward:
+    kthvalue / median(dim): values = input taken at indices along dim: gx = g put back there, 0
+        elsewhere.
+    median(): gx = g [x == median] / #{x == median}: ties split evenly (torch's rule for the
+        median of everything); a NaN median gives its gradient to the NaN elements.
+    masked_select: x broadcast (expand: its backward sums) then indexed by the mask (the backward
+        scatters g back to the selected positions).
+"""
+import numpy as np
+
+from minigrad.autograd.function import Function
+from minigrad.kernels.validate import check_int
+from minigrad.ops._common import as_tensor, normalize_dim, shape_str, wrap
+from minigrad.ops.binary import bool_mask
+from minigrad.ops.reduce import TakeAlong, ValuesIndices
+from minigrad.ops.shape import expand
+
+
+def _kth_index(a, k, dim):
+    """int64 indices (keepdims) of the k-th smallest (0-based k) along dim: NaN counts as the
+    largest (a stable sort); a slice holding a NaN with k past its numbers gives its first NaN."""
+    order = np.argsort(a, axis=dim, kind="stable")
+    return np.take(order, [k], axis=dim)
+
+
+def _select_kth(op, x, k, dim, keepdim):
+    """(values, indices) of the 0-based k-th smallest along dim, with the gradient to the indices."""
+    if x.ndim == 0:
+        values, indices = _select_kth(op, x.reshape(1), k, 0, keepdim)
+        return ValuesIndices(values.reshape(()), indices.reshape(()))
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if n == 0:
+        raise ValueError(f"{op}: cannot select from an empty dim {d} (input {shape_str(x.shape)})")
+    if not 0 <= k < n:
+        raise ValueError(f"{op}: k ({k + 1}) is out of range for dim {d} of size {n} "
+                         f"(expected 1 <= k <= {n})")
+    index = _kth_index(x.data, k, d)
+    return ValuesIndices(TakeAlong.apply(x, index, d, bool(keepdim)),
+                         wrap(index if keepdim else index.squeeze(d)))
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
+    """torch.kthvalue: (values, indices) of the k-th smallest element (k from 1) along `dim`; NaN
+    counts as larger than every number. Among equal values which index is returned is unspecified
+    (torch's too). The gradient goes to the returned indices."""
+    x = as_tensor(input)
+    k = check_int("kthvalue", "k", k)
+    return _select_kth("kthvalue", x, k - 1, dim, keepdim)
+
+
+def _nan_index(x, d):
+    """median(dim)'s indices (keepdims) when x holds a NaN: a slice with a NaN gives its first NaN
+    (torch), the others their lower median; None when there is no NaN."""
+    if x.dtype.kind != "f" or not np.isnan(x.data).any():
+        return None
+    nan = np.isnan(x.data)
+    lower = _kth_index(x.data, (x.shape[d] - 1) // 2, d)
+    return np.where(nan.any(axis=d, keepdims=True), np.argmax(nan, axis=d, keepdims=True), lower)
+
+
+class MedianAll(Function):
+    """y = the lower median of every element; gx = g [x == y] / #{x == y} (NaN: the NaN elements)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        flat = x.reshape(-1)
+        nan = np.isnan(flat) if x.dtype.kind == "f" else np.zeros(flat.shape, bool)
+        y = flat[nan.argmax()] if nan.any() else np.sort(flat, kind="stable")[(flat.size - 1) // 2]
+        ctx.save_for_backward(x)
+        ctx.y = y
+        return np.asarray(y, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        hit = np.isnan(x) if np.isnan(ctx.y) else x == ctx.y
+        return np.where(hit, g / hit.sum(), 0).astype(g.dtype, copy=False)
+
+
+def median(input, dim=None, keepdim=False):  # noqa: A002
+    """torch.median: the lower median (the ((n - 1) // 2)-th smallest, not the mean of the middle
+    two). median(x) is a 0-d tensor (NaN if x holds a NaN); median(x, dim) gives (values, indices)
+    along `dim`, a slice with a NaN giving NaN at its first NaN. Gradients: see the module docstring."""
+    x = as_tensor(input)
+    if dim is None:
+        if x.numel() == 0:
+            raise ValueError("median: cannot compute the median of an empty tensor")
+        return MedianAll.apply(x)
+    if x.ndim == 0:
+        return _select_kth("median", x, 0, dim, keepdim)
+    d = normalize_dim("median", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if n == 0:
+        raise ValueError(f"median: cannot select from an empty dim {d} (input {shape_str(x.shape)})")
+    index = _nan_index(x, d)
+    if index is None:
+        return _select_kth("median", x, (n - 1) // 2, d, keepdim)
+    return ValuesIndices(TakeAlong.apply(x, index, d, bool(keepdim)),
+                         wrap(index if keepdim else index.squeeze(d)))
+
+
+def masked_select(input, mask):  # noqa: A002
+    """torch.masked_select: the 1-D tensor of the elements of input where the bool `mask` is True,
+    input and mask broadcast together; the gradient is scattered back (summed over broadcast dims)."""
+    x = as_tensor(input)
+    m = bool_mask(mask, "masked_select")
+    try:
+        shape = np.broadcast_shapes(x.shape, m.shape)
+    except ValueError:
+        raise ValueError(f"masked_select: input {shape_str(x.shape)} and mask {shape_str(m.shape)} do not "
+                         "broadcast") from None
+    xb = expand(x, shape) if tuple(x.shape) != shape else x
+    mb = np.broadcast_to(m.data, shape).copy()
+    return xb.reshape(-1)[mb.reshape(-1)]
