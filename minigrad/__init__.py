@@ -43,6 +43,8 @@ from minigrad.tensor import (  # noqa: E402
     from_numpy,
     full,
     full_like,
+    int8,
+    int16,
     int32,
     int64,
     linspace,
@@ -54,6 +56,7 @@ from minigrad.tensor import (  # noqa: E402
     randn,
     randn_like,
     tensor,
+    uint8,
     zeros,
     zeros_like,
 )
@@ -70,7 +73,8 @@ _LAZY = {"nn", "optim", "models", "data", "functional", "io", "utils", "profiler
 _LAZY_FUNCTIONS = {"save": "minigrad.torch_format", "load": "minigrad.torch_format"}
 # PyTorch's dtype aliases (torch.long, torch.float ...), served here rather than bound as globals so
 # that this module's own `int` / `float` / `bool` stay the builtins.
-_DTYPE_ALIASES = {"long": int64, "int": int32, "float": float32, "double": float64, "bool": bool_}
+_DTYPE_ALIASES = {"long": int64, "int": int32, "short": int16, "float": float32, "double": float64,
+                  "bool": bool_}
 
 
 def __getattr__(name):
@@ -116,7 +120,8 @@ def build_info():
 __all__ = [
     "Tensor", "tensor", "from_numpy", "as_tensor", "zeros", "ones", "full", "empty", "eye", "randn", "rand",
     "randint", "arange", "linspace", "zeros_like",
-    "ones_like", "full_like", "randn_like", "rand_like", "float32", "float64", "int32", "int64", "bool_",
+    "ones_like", "full_like", "randn_like", "rand_like", "float32", "float64", "int8", "int16",
+    "int32", "int64", "uint8", "bool_",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "detect_anomaly", "gradcheck",
     "manual_seed", "Generator", "get_rng_state", "set_rng_state", "set_num_threads", "get_num_threads",
     "build_info",

@@ -18,6 +18,9 @@ float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 int64 = np.dtype(np.int64)
 int32 = np.dtype(np.int32)
+int16 = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)
 bool_ = np.dtype(np.bool_)
 _FLOATS = (float32, float64)
 
@@ -361,6 +364,15 @@ class Tensor:
 
     def int(self):
         return self.to(int32)
+
+    def short(self):
+        return self.to(int16)
+
+    def char(self):
+        return self.to(int8)
+
+    def byte(self):
+        return self.to(uint8)
 
     def bool(self):
         return self.to(bool_)

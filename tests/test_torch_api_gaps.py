@@ -508,3 +508,126 @@ def test_float32_stays_float32():
         assert y.dtype == mg.float32
         y.sum().backward()
     assert x.grad.dtype == s.grad.dtype == mg.float32
+
+
+# ------------------------------------------------------------------------------------------------
+# mode, unique_consecutive, unique with NaN, histc, the small integer dtypes
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 6), 1), ((4, 3, 5), -3), ((2, 5, 3), -1), ((3, 1), 1),
+                                       ((2, 40), -1)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_mode_matches_torch(torch, shape, dim, keepdim):
+    x = _rng(12).integers(0, 3, shape).astype(np.float64)    # many ties between values and positions
+    mx, tx = _leaf(x), _tleaf(torch, x)
+    (v, i), (tv, ti) = mg.mode(mx, dim, keepdim), torch.mode(tx, dim, keepdim)
+    _close(v, tv)
+    assert i.dtype == mg.int64 and i.shape == tuple(ti.shape)
+    if shape[dim] <= 16:                                   # torch's sort is stable (its last position)
+        _close(i, ti)                                      # only for short slices
+        _grads(torch, v, tv, [mx], [tx])
+    picked = np.take_along_axis(x, i.numpy() if keepdim else np.expand_dims(i.numpy(), dim), dim)
+    np.testing.assert_array_equal(picked if keepdim else picked.squeeze(dim), v.numpy())
+    # finite differences break ties, so the gradcheck runs on distinct values (the mode is then the
+    # smallest); the tied case is checked against torch's gradient above
+    assert gradcheck(lambda a: a.mode(dim, keepdim).values, [_leaf(_rng(13).standard_normal(shape))])
+
+
+def test_mode_int_0d_and_bad_input(torch):
+    xi = np.array([[5, 3, 5, 1], [2, 2, 8, 8]])
+    for m, t in zip(mg.mode(mg.tensor(xi)), torch.mode(torch.tensor(xi))):
+        _close(m, t)
+    v, i = mg.mode(mg.tensor(3.0))
+    assert v.item() == 3.0 and i.shape == () and i.item() == 0
+    with pytest.raises(np.exceptions.AxisError):
+        mg.mode(mg.ones(3, 4), 2)
+    with pytest.raises(np.exceptions.AxisError):                        # also for a 0-d input
+        mg.mode(mg.tensor(3.0), 1)
+    with pytest.raises(np.exceptions.AxisError):
+        mg.kthvalue(mg.tensor(3.0), 1, 5)
+    with pytest.raises(ValueError, match="empty"):
+        mg.mode(mg.ones(2, 0), 1)
+
+
+def _same_outputs(m, t):
+    m, t = (m, t) if isinstance(t, tuple) else ((m,), (t,))
+    assert len(m) == len(t)
+    for mi, ti in zip(m, t):
+        _close(mi, ti)
+
+
+def test_unique_consecutive_matches_torch(torch):
+    a = np.array([[1, 1, 2], [1, 1, 2], [3, 1, 2], [1, 1, 2]])
+    for x in (a, a.astype(np.float32), np.array([1.0, np.nan, np.nan, 2.0, 2.0]), np.array(5), np.zeros(0)):
+        for kwargs in ({}, {"return_inverse": True}, {"return_counts": True},
+                       {"return_inverse": True, "return_counts": True}):
+            _same_outputs(mg.unique_consecutive(mg.tensor(x), **kwargs),
+                          torch.unique_consecutive(torch.tensor(x), **kwargs))
+    for dim in (0, 1, -1):
+        _same_outputs(mg.tensor(a).unique_consecutive(return_inverse=True, return_counts=True, dim=dim),
+                      torch.tensor(a).unique_consecutive(return_inverse=True, return_counts=True, dim=dim))
+    with pytest.raises(np.exceptions.AxisError):
+        mg.unique_consecutive(mg.tensor(a), dim=2)
+    with pytest.raises(ValueError, match="0-d"):
+        mg.unique_consecutive(mg.tensor(5), dim=0)
+
+
+def test_unique_keeps_nans_apart_as_torch(torch):
+    x = np.array([np.nan, 1.0, np.nan, -2.0, 1.0])
+    kwargs = {"return_inverse": True, "return_counts": True}
+    _same_outputs(mg.unique(mg.tensor(x), **kwargs), torch.unique(torch.tensor(x), **kwargs))
+    rows = np.array([[1.0, 2.0], [0.0, 5.0], [1.0, 2.0], [0.0, 4.0]])
+    for dim in (0, 1):
+        _same_outputs(mg.unique(mg.tensor(rows), dim=dim, **kwargs), torch.unique(torch.tensor(rows), dim=dim,
+                                                                                  **kwargs))
+
+
+def test_histc_matches_torch(torch):
+    r = _rng(13)
+    cases = [(np.array([1.0, 2, 1, 4, 2.5, 7]), {"bins": 4, "min": 0, "max": 4}),
+             (np.array([1.0, 2, 1]), {"bins": 4}),                              # the data's range
+             (np.array([1.0, 1.0]), {"bins": 4}),                               # widened by 1
+             (np.zeros(0), {"bins": 3}),
+             (np.array([1.0, np.nan, 3.0]), {"bins": 3, "min": 0, "max": 4}),    # NaN not counted
+             (np.arange(11) / 10, {"bins": 10, "min": 0, "max": 1}),            # values on the edges
+             (r.standard_normal((5, 40)), {}),
+             (r.standard_normal(1000), {"bins": 7, "min": -1, "max": 1.5})]
+    for x, kwargs in cases:
+        for dt in (np.float32, np.float64):
+            m = mg.histc(mg.tensor(x.astype(dt)), **kwargs)
+            _close(m, torch.histc(torch.tensor(x.astype(dt)), **kwargs))
+            assert m.dtype == dt and not m.requires_grad
+    x = (r.standard_normal(500) * 3).astype(np.float32)
+    _close(mg.tensor(x).histc(13, -2.5, 4.1), torch.tensor(x).histc(13, -2.5, 4.1))
+
+
+def test_histc_bad_input():
+    x = mg.tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match="floating"):
+        mg.histc(mg.tensor([1, 2]))
+    with pytest.raises(ValueError):
+        mg.histc(x, bins=0)
+    with pytest.raises(TypeError):
+        mg.histc(x, bins=2.5)
+    with pytest.raises(ValueError, match="larger than min"):
+        mg.histc(x, min=3, max=1)
+    with pytest.raises(ValueError, match="not finite"):
+        mg.histc(mg.tensor([1.0, np.inf]))
+    with pytest.raises(ValueError, match="not finite"):
+        mg.histc(mg.tensor([1.0, np.nan]))
+    with pytest.raises(TypeError):
+        mg.histc(x, min="0")
+
+
+def test_small_integer_dtypes(torch):
+    for name in ("int8", "int16", "uint8"):
+        dt = getattr(mg, name)
+        assert dt == np.dtype(name) and str(getattr(torch, name)) == f"torch.{name}"
+        assert mg.tensor([1, 0], dtype=dt).dtype == dt and mg.zeros(2, dtype=dt).dtype == dt
+        assert mg.ones(2).to(dt).dtype == dt
+    assert mg.short == mg.int16
+    assert (mg.ones(2).short().dtype, mg.ones(2).char().dtype, mg.ones(2).byte().dtype) == (
+        mg.int16, mg.int8, mg.uint8)
+    for bad in ("bfloat16", "complex64"):
+        with pytest.raises(TypeError):
+            mg.zeros(2, dtype=bad)

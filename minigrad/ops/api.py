@@ -107,7 +107,7 @@ from minigrad.ops.reduce import (  # noqa: A004
     var,
 )
 from minigrad.ops.scatter_reduce import scatter_reduce
-from minigrad.ops.selection import kthvalue, masked_select, median
+from minigrad.ops.selection import kthvalue, masked_select, median, mode
 from minigrad.ops.shape import (
     broadcast_to,
     expand,
@@ -122,7 +122,7 @@ from minigrad.ops.shape import (
     unsqueeze,
     view,
 )
-from minigrad.ops.unique import bincount, unique
+from minigrad.ops.unique import bincount, histc, unique, unique_consecutive
 from minigrad.tensor import Tensor, int64, scalar_value
 
 clip = clamp
@@ -405,5 +405,5 @@ __all__ = [
     "trunc", "sign", "reciprocal", "log2", "log10", "exp2", "nan_to_num", "movedim", "moveaxis", "swapaxes",
     "swapdims", "unflatten", "broadcast_to",
     "scatter_reduce", "index_fill", "index_copy", "masked_select", "cummax", "cummin", "logcumsumexp",
-    "median", "kthvalue", "unique", "bincount",
+    "median", "kthvalue", "unique", "bincount", "mode", "unique_consecutive", "histc",
 ]

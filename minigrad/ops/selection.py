@@ -1,11 +1,11 @@
-"""Picking elements by order or mask: kthvalue, median, masked_select (torch's semantics).
+"""Picking elements by order or mask: kthvalue, median, mode, masked_select (torch's semantics).
 
-Shapes: kthvalue / median(dim) take input (*S) and give (values, indices), S without `dim` (kept as
+Shapes: kthvalue / median(dim) / mode take input (*S) and give (values, indices), S without `dim` (kept as
 size 1 with keepdim), indices int64; median() of everything gives a 0-d value; masked_select gives
 a 1-D tensor of the selected elements of input and mask broadcast together, in C order.
 
 Backward:
-    kthvalue / median(dim): values = input taken at indices along dim: gx = g put back there, 0
+    kthvalue / median(dim) / mode: values = input taken at indices along dim: gx = g put back there, 0
         elsewhere.
     median(): gx = g [x == median] / #{x == median}: ties split evenly (torch's rule for the
         median of everything); a NaN median gives its gradient to the NaN elements.
@@ -29,19 +29,16 @@ def _kth_index(a, k, dim):
     return np.take(order, [k], axis=dim)
 
 
-def _select_kth(op, x, k, dim, keepdim):
-    """(values, indices) of the 0-based k-th smallest along dim, with the gradient to the indices."""
-    if x.ndim == 0:
-        values, indices = _select_kth(op, x.reshape(1), k, 0, keepdim)
-        return ValuesIndices(values.reshape(()), indices.reshape(()))
+def _pick(op, x, dim, keepdim, index_of):
+    """(values, indices) along dim: index_of(array, d) gives the int64 indices (keepdims) of the
+    element picked from each slice; values = x taken there (TakeAlong: the gradient goes there)."""
     d = normalize_dim(op, dim, x.ndim, x.shape)
-    n = x.shape[d]
-    if n == 0:
+    if x.ndim == 0:
+        values, indices = _pick(op, x.reshape(1), 0, keepdim, index_of)
+        return ValuesIndices(values.reshape(()), indices.reshape(()))
+    if x.shape[d] == 0:
         raise ValueError(f"{op}: cannot select from an empty dim {d} (input {shape_str(x.shape)})")
-    if not 0 <= k < n:
-        raise ValueError(f"{op}: k ({k + 1}) is out of range for dim {d} of size {n} "
-                         f"(expected 1 <= k <= {n})")
-    index = _kth_index(x.data, k, d)
+    index = index_of(x.data, d)
     return ValuesIndices(TakeAlong.apply(x, index, d, bool(keepdim)),
                          wrap(index if keepdim else index.squeeze(d)))
 
@@ -50,19 +47,49 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     """torch.kthvalue: (values, indices) of the k-th smallest element (k from 1) along `dim`; NaN
     counts as larger than every number. Among equal values which index is returned is unspecified
     (torch's too). The gradient goes to the returned indices."""
-    x = as_tensor(input)
     k = check_int("kthvalue", "k", k)
-    return _select_kth("kthvalue", x, k - 1, dim, keepdim)
+
+    def index_of(a, d):
+        n = a.shape[d]
+        if not 1 <= k <= n:
+            raise ValueError(f"kthvalue: k ({k}) is out of range for dim {d} of size {n} "
+                             f"(expected 1 <= k <= {n})")
+        return _kth_index(a, k - 1, d)
+
+    return _pick("kthvalue", as_tensor(input), dim, keepdim, index_of)
 
 
-def _nan_index(x, d):
-    """median(dim)'s indices (keepdims) when x holds a NaN: a slice with a NaN gives its first NaN
-    (torch), the others their lower median; None when there is no NaN."""
-    if x.dtype.kind != "f" or not np.isnan(x.data).any():
-        return None
-    nan = np.isnan(x.data)
-    lower = _kth_index(x.data, (x.shape[d] - 1) // 2, d)
+def _median_index(a, d):
+    """median(dim)'s indices (keepdims): each slice's lower median, or its first NaN if it has one
+    (torch)."""
+    lower = _kth_index(a, (a.shape[d] - 1) // 2, d)
+    nan = np.isnan(a) if a.dtype.kind == "f" else None
+    if nan is None or not nan.any():
+        return lower
     return np.where(nan.any(axis=d, keepdims=True), np.argmax(nan, axis=d, keepdims=True), lower)
+
+
+def _mode_index(a, d):
+    """mode's indices (keepdims): in each slice sorted (stably), the first longest run of equal
+    values (so the smallest most frequent value) and its last element (the value's last position)."""
+    a = np.moveaxis(a, d, -1)
+    order = np.argsort(a, axis=-1, kind="stable")
+    s = np.take_along_axis(a, order, -1)
+    start = np.ones(s.shape, bool)
+    start[..., 1:] = s[..., 1:] != s[..., :-1]           # NaN != NaN: each NaN is a run of its own
+    end = np.ones(s.shape, bool)
+    end[..., :-1] = start[..., 1:]
+    j = np.arange(s.shape[-1])
+    length = np.where(end, j - np.maximum.accumulate(np.where(start, j, 0), axis=-1) + 1, 0)
+    best = np.argmax(length, axis=-1)[..., None]
+    return np.moveaxis(np.take_along_axis(order, best, -1), -1, d)
+
+
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """torch.mode: (values, indices) of the most frequent value along `dim` (the smallest one among
+    equally frequent values) and its last position (torch's CPU result; its sort leaves the position
+    unspecified for long slices). Each NaN counts once. The gradient goes to the returned indices."""
+    return _pick("mode", as_tensor(input), dim, keepdim, _mode_index)
 
 
 class MedianAll(Function):
@@ -89,21 +116,11 @@ def median(input, dim=None, keepdim=False):  # noqa: A002
     two). median(x) is a 0-d tensor (NaN if x holds a NaN); median(x, dim) gives (values, indices)
     along `dim`, a slice with a NaN giving NaN at its first NaN. Gradients: see the module docstring."""
     x = as_tensor(input)
-    if dim is None:
-        if x.numel() == 0:
-            raise ValueError("median: cannot compute the median of an empty tensor")
-        return MedianAll.apply(x)
-    if x.ndim == 0:
-        return _select_kth("median", x, 0, dim, keepdim)
-    d = normalize_dim("median", dim, x.ndim, x.shape)
-    n = x.shape[d]
-    if n == 0:
-        raise ValueError(f"median: cannot select from an empty dim {d} (input {shape_str(x.shape)})")
-    index = _nan_index(x, d)
-    if index is None:
-        return _select_kth("median", x, (n - 1) // 2, d, keepdim)
-    return ValuesIndices(TakeAlong.apply(x, index, d, bool(keepdim)),
-                         wrap(index if keepdim else index.squeeze(d)))
+    if dim is not None:
+        return _pick("median", x, dim, keepdim, _median_index)
+    if x.numel() == 0:
+        raise ValueError("median: cannot compute the median of an empty tensor")
+    return MedianAll.apply(x)
 
 
 def masked_select(input, mask):  # noqa: A002

@@ -304,7 +304,8 @@ _METHODS = {
     "index_copy": index_update.index_copy, "masked_select": selection.masked_select,
     "cummax": cumulative.cummax, "cummin": cumulative.cummin, "logcumsumexp": cumulative.logcumsumexp,
     "median": selection.median, "kthvalue": selection.kthvalue, "unique": unique.unique,
-    "bincount": unique.bincount,
+    "bincount": unique.bincount, "mode": selection.mode, "unique_consecutive": unique.unique_consecutive,
+    "histc": unique.histc,
     # shape
     "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
