@@ -130,7 +130,7 @@ def functional_calls(dt, seed=0):
     B, H, T, hd = 2, 4, 5, 6
     calls["F.rope"] = FCall(
         F.rope,
-        T_(r(B, H, T, hd), free=(0, 1, 2), legal=ALONE),
+        T_(r(B, H, T, hd), free=(0, 1, 2), legal=ALONE + ("dim3_zero",)),   # hd 0: empty, and its grad
         Num(0, bad=(-1, 1.5), odd=(1000,)),
         Num(10000.0, bad=(0.0, -1.0, float("nan"))),
         Num(False),
@@ -138,7 +138,7 @@ def functional_calls(dt, seed=0):
     )
     calls["F.causal_attention"] = FCall(
         F.causal_attention,
-        T_(r(B, H, T, hd), free=(0,)),
+        T_(r(B, H, T, hd), free=(0,), legal=("dim1_zero",)),   # no query heads: empty, as torch
         T_(r(B, 2, T, hd)),
         T_(r(B, 2, T, hd)),
         Num(None, bad=(float("nan"),), odd=(0.0, 1e30)),

@@ -128,8 +128,8 @@ def test_zero_batch_gives_empty_outputs_through_gpt_and_attention():
     out = F.causal_attention(q, q, q)
     out.sum().backward()
     assert out.shape == (0, 2, 3, 4) and q.grad.shape == (0, 2, 3, 4)
-    with pytest.raises(ValueError, match="empty input"):
-        F.causal_attention(*(mg.randn(1, 2, 0, 4) for _ in range(3)))
+    # zero length, heads or head size: empty outputs too, as torch's scaled_dot_product_attention
+    assert F.causal_attention(*(mg.randn(1, 2, 0, 4) for _ in range(3))).shape == (1, 2, 0, 4)
 
 
 @pytest.mark.parametrize("n", [1.5, "2", True])

@@ -426,6 +426,25 @@ class GPT(GradientCheckpointingMixin, nn.Module):
                              f"{self.config.max_seq_len}")
         return check_index("GPT", "token ids", arr, self.config.vocab_size)
 
+    def _check_caches(self, caches, start, pads, B, T):
+        """forward's KV caches (generate's): one writable (k, v) pair per layer, each (B, >= start + T,
+        kv_heads, head_dim) of the model's dtype; pads None or (B,) ints in [0, start + T)."""
+        cfg = self.config
+        if not isinstance(caches, (list, tuple)) or len(caches) != cfg.n_layer:
+            raise ValueError(f"GPT: caches must be a list of {cfg.n_layer} (k, v) pairs, one per layer")
+        for i, pair in enumerate(caches):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise ValueError(f"GPT: caches[{i}] must be a (k, v) pair of arrays")
+            for name, c in zip("kv", pair):
+                if not isinstance(c, np.ndarray) or c.dtype != self.dtype or not c.flags.writeable:
+                    raise TypeError(f"GPT: caches[{i}] {name} must be a writable {self.dtype} numpy array")
+                want = (cfg.kv_heads, cfg.head_dim)
+                if c.ndim != 4 or c.shape[0] != B or c.shape[1] < start + T or c.shape[2:] != want:
+                    raise ValueError(f"GPT: caches[{i}] {name} has shape {c.shape}, expected ({B}, >= "
+                                     f"{start + T}, {want[0]}, {want[1]}) for {T} tokens at position {start}")
+        if pads is not None:
+            check_index("GPT", "pads", np.asarray(pads), start + T, shape=(B,))
+
     def _head(self, h):
         """Logits from the final-normed hidden states h: the tied embedding matrix, or lm_head."""
         return linear(h, self.embed_tokens.weight) if self.config.tie_embeddings else self.lm_head(h)
@@ -435,7 +454,10 @@ class GPT(GradientCheckpointingMixin, nn.Module):
         (B,) int, with caches only: rows left-padded by that many columns (generate's attention_mask)."""
         if pads is not None and caches is None:
             raise ValueError("GPT: pads (left-padded rows) need caches: they are for generate")
+        start = check_int("GPT", "start", start, 0)
         ids = self._ids(idx, self.config.max_seq_len - start)
+        if caches is not None:
+            self._check_caches(caches, start, pads, *ids.shape)
         x = self.embed_tokens(ids)
         layers = list(self.layers)
         ckpt = self._checkpoint_kwargs                 # None unless gradient_checkpointing_enable()

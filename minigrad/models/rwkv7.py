@@ -17,7 +17,7 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad.autograd import is_grad_enabled, no_grad
-from minigrad.kernels.validate import check_index
+from minigrad.kernels.validate import check_index, check_int
 from minigrad.models.rwkv7_decode import RecurrentDecoder
 from minigrad.models.rwkv7_init import RWKV7Config, config_from_state_dict, expected_shapes, official_init
 from minigrad.models.rwkv7_io import load_rwkv7, save_rwkv7
@@ -285,6 +285,7 @@ class RWKV7(GradientCheckpointingMixin, Module):
     def init_state(self, batch_size):
         """The all-zeros state (equivalent to state=None)."""
         cfg, dt = self.config, self.dtype
+        batch_size = check_int("RWKV7.init_state", "batch_size", batch_size, 0)
         z = lambda *shape: Tensor(np.zeros(shape, dtype=dt))
         return [(z(batch_size, cfg.d_model), z(batch_size, cfg.n_head, cfg.head_size, cfg.head_size),
                  z(batch_size, cfg.d_model)) for _ in range(cfg.n_layer)]

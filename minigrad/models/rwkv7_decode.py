@@ -46,8 +46,8 @@ class RecurrentDecoder:
 
     def step(self, ids):
         """Advance every row by its token ids (B,) int; returns the next-token logits (B, V)."""
-        B = len(ids)
-        x, _, _ = layer_norm_forward(self.emb[ids].reshape(B, 1, -1), *self.ln0)
+        B, C = len(ids), self.emb.shape[1]          # (not -1: B may be 0)
+        x, _, _ = layer_norm_forward(self.emb[ids].reshape(B, 1, C), *self.ln0)
         h, _, _ = layer_norm_forward(x, *self.ln1)
         v_first = None
         for state, (layer_id, p, ln2, x_k, key, value, next_ln) in zip(self.state, self.layers):
@@ -58,7 +58,7 @@ class RecurrentDecoder:
             x, h, _, _ = add_layer_norm_forward(x, dx, *ln2)
             dx, state[2], _ = channel_mix_forward(h, state[2], x_k, key, value)
             x, h, _, _ = add_layer_norm_forward(x, dx, *next_ln)
-        return self.head(Tensor(h.reshape(B, -1))).data
+        return self.head(Tensor(h.reshape(B, C))).data
 
     def tensors(self):
         """The current state as RWKV7 takes it: a list of (att_shift, wkv, ffn_shift) Tensors."""

@@ -1,10 +1,11 @@
 """Embedding: a lookup table of `num_embeddings` vectors of size `embedding_dim`."""
 import numpy as np
 
+from minigrad.kernels.validate import check_int
 from minigrad.nn import init
 from minigrad.nn.module import Module
 from minigrad.nn.parameter import Parameter
-from minigrad.ops.embedding import embedding
+from minigrad.ops.embedding import check_padding_idx, embedding
 
 
 class Embedding(Module):
@@ -16,12 +17,10 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=np.float32, generator=None):
         super().__init__()
-        self.num_embeddings = int(num_embeddings)
-        self.embedding_dim = int(embedding_dim)
+        self.num_embeddings = check_int("Embedding", "num_embeddings", num_embeddings, 0)
+        self.embedding_dim = check_int("Embedding", "embedding_dim", embedding_dim, 0)
         if padding_idx is not None:
-            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise IndexError(f"Embedding: padding_idx {padding_idx} is outside the table")
-            padding_idx %= self.num_embeddings
+            padding_idx = check_padding_idx("Embedding", padding_idx, self.num_embeddings)
         self.padding_idx = padding_idx
         self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim), dtype=dtype))
         self.reset_parameters(generator)

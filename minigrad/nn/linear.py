@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from minigrad.kernels.validate import check_int
 from minigrad.nn import init
 from minigrad.nn.module import Module
 from minigrad.nn.parameter import Parameter
@@ -18,8 +19,8 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, dtype=np.float32, generator=None):
         super().__init__()
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features = check_int("Linear", "in_features", in_features, 0)
+        self.out_features = check_int("Linear", "out_features", out_features, 0)
         self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dtype))
         if bias:
             self.bias = Parameter(np.empty(self.out_features, dtype=dtype))

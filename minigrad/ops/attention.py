@@ -47,12 +47,10 @@ def _check(q, k, v, layout, contiguous=True):
     if k4.shape != v4.shape:
         raise ValueError(f"{op}: k {k.shape} and v {v.shape} must have the same shape")
     Bk, Hkv, Tk, hdk = k4.shape
-    if Bk != B or hdk != hd or Tk < Tq or Hkv == 0 or Hq % Hkv:
+    if Bk != B or hdk != hd or Tk < Tq or (Hq % Hkv if Hkv else Hq):
         raise ValueError(f"{op}: q {q.shape} and k/v {k.shape} ({layout}) do not fit: need equal batch "
                          "and head size, query heads a multiple of kv heads, and T_k >= T_q")
-    if min(Hq, Tq, hd) == 0:          # batch 0 is fine: an empty output
-        raise ValueError(f"{op}: empty input q {q.shape}")
-    return q4, k4, v4
+    return q4, k4, v4          # a zero batch, head count, length or head size: an empty output
 
 
 def attention_forward_arrays(q4, k4, v4, scale, o4=None):
@@ -62,7 +60,7 @@ def attention_forward_arrays(q4, k4, v4, scale, o4=None):
     if o4 is None:
         o4 = np.empty_like(q4)                  # keeps q's memory layout
     lse = np.empty((B, Hq, Tq), q4.dtype)
-    if B:
+    if q4.size:                                 # else an empty output (as torch); the kernel needs rows
         with kernel_blas():
             _k.attention_forward(q4, k4, v4, o4, lse, scale, *_blocks(hd))
     return o4, lse
@@ -94,8 +92,8 @@ class CausalAttention(Function):
         gq, gk, gv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         args = [_as_bhtd(x, layout) for x in (q, k, v)] + [_as_bhtd(o, out_layout)]
         grads = [_as_bhtd(x, layout) for x in (gq, gk, gv)]
-        if q.shape[0] == 0:
-            return gq, gk, gv, None, None, None
+        if q.size == 0:                 # an empty output (k, v too unless only Hq is 0): zero grads
+            return gq, np.zeros_like(k), np.zeros_like(v), None, None, None
         with serial_blas():
             _k.attention_backward(*args, lse, _as_bhtd(np.ascontiguousarray(go), out_layout), *grads,
                                   ctx.scale, *_blocks(q.shape[-1]))
@@ -107,9 +105,14 @@ def _blocks(hd):
     return BLOCK_ROWS, BLOCK_KEYS or _k.block_keys_for(BLOCK_ROWS, hd)
 
 
+def default_scale(hd):
+    """1 / sqrt(hd); with hd = 0 the scores are all 0 and any scale gives torch's result."""
+    return 1.0 / math.sqrt(hd) if hd else 1.0
+
+
 def _scale(scale, hd):
     if scale is None:
-        return 1.0 / math.sqrt(hd)
+        return default_scale(hd)
     return check_finite_scalar("causal_attention", "scale", scale)
 
 

@@ -23,6 +23,8 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
     x = float_input(op, "input", input)
     if not training or p == 0.0:
         return x
+    if generator is not None and not hasattr(generator, "random"):
+        raise TypeError(f"{op}: generator must be a numpy Generator or None, got {generator!r}")
     gen = generator if generator is not None else _random.default_generator()
     keep = gen.random(x.shape) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from minigrad.autograd.function import Function
-from minigrad.kernels.validate import check_index
+from minigrad.kernels.validate import check_index, check_int
 from minigrad.ops._common import private_index, rows, shape_str
 from minigrad.ops.indexing import scatter_add_rows
 from minigrad.tensor import Tensor
@@ -28,6 +28,14 @@ class Embedding(Function):
         return gw, None, None
 
 
+def check_padding_idx(op, padding_idx, num):
+    """padding_idx (an int in [-num, num), as torch) as an index in [0, num)."""
+    padding_idx = check_int(op, "padding_idx", padding_idx)
+    if not -num <= padding_idx < num:
+        raise IndexError(f"{op}: padding_idx {padding_idx} is outside [{-num}, {num})")
+    return padding_idx % num
+
+
 def embedding(ids, weight, padding_idx=None):
     """Rows of `weight` (V, D) picked by integer `ids` of any shape -> (*ids.shape, D).
 
@@ -46,8 +54,5 @@ def embedding(ids, weight, padding_idx=None):
     ids = check_index("embedding", "ids", given, num).reshape(given.shape)   # (keeps 0-d ids 0-d)
     ids = private_index(ids, given)
     if padding_idx is not None:
-        padding_idx = int(padding_idx)
-        if not -num <= padding_idx < num:
-            raise IndexError(f"embedding: padding_idx {padding_idx} is outside [{-num}, {num})")
-        padding_idx %= num
+        padding_idx = check_padding_idx("embedding", padding_idx, num)
     return Embedding.apply(weight, ids, padding_idx)

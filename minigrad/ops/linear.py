@@ -4,6 +4,7 @@ import numpy as np
 from minigrad.autograd.engine import sum_accurate
 from minigrad.autograd.function import Function
 from minigrad.blas import gemm
+from minigrad.kernels.validate import FLOAT_DTYPES
 from minigrad.ops._common import rows
 
 
@@ -40,14 +41,18 @@ def _check(x, weight, bias):
             continue
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"linear: {name} must be a Tensor or numpy array, got {type(arr).__name__}")
-        if arr.dtype.kind != "f":
-            raise TypeError(f"linear: {name} must be float, got {arr.dtype}")
+        if arr.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"linear: {name} must be float32 or float64, got {arr.dtype}")
+        if arr.dtype != x.dtype:        # raw numpy arrays: Function.apply checks only Tensors
+            raise TypeError(f"linear: {name} has dtype {arr.dtype} but input is {x.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be (out, in), got shape {weight.shape}")
-    if x.ndim < 1 or x.shape[-1] != weight.shape[1]:
-        last = x.shape[-1] if x.ndim else None
+    if x.ndim < 1:
+        raise ValueError(f"linear: input must have at least 1 dim (..., in_features), got a 0-d {x.dtype} "
+                         "array")
+    if x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input {x.shape} @ weight.T {weight.shape[::-1]}: "
-                         f"last dim {last} and in_features {weight.shape[1]} differ")
+                         f"last dim {x.shape[-1]} and in_features {weight.shape[1]} differ")
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
 

@@ -38,6 +38,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     op = "cosine_similarity"
     x1, x2 = float_input(op, "x1", x1), float_input(op, "x2", x2)
     eps = check_finite_scalar(op, "eps", eps)
+    if eps < 0:          # torch's error: a negative clamp lets a zero norm through (0 / 0 = nan)
+        raise ValueError(f"{op}: eps must be >= 0, got {eps}")
     if x1.shape != x2.shape:                                # broadcast both, as torch
         try:
             shape = np.broadcast_shapes(x1.shape, x2.shape)

@@ -11,7 +11,7 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.kernels import rope as _k
-from minigrad.kernels.validate import check_finite_scalar, check_float, check_index, check_int
+from minigrad.kernels.validate import check_bool, check_finite_scalar, check_float, check_index, check_int
 
 _TABLES = OrderedDict()
 _MAX_TABLES = 32
@@ -186,7 +186,7 @@ class RoPE(Function):
         T = x.shape[2] if layout == "bhtd" else x.shape[1]
         cos, sin, pos = _setup(op, x.shape, x.shape[3], positions, T, base, x.dtype, scaling)
         x3, pos_axis = _as_heads(x, layout)
-        ctx.args = (cos, sin, pos, pos_axis, bool(interleaved))
+        ctx.args = (cos, sin, pos, pos_axis, check_bool(op, "interleaved", interleaved))
         y = np.empty_like(x)
         _rotate(x3, y.reshape(x3.shape), *ctx.args)
         return y
@@ -195,7 +195,7 @@ class RoPE(Function):
     def backward(ctx, gy):
         gy = np.ascontiguousarray(gy)
         gx = np.empty_like(gy)
-        g3 = gy.reshape(-1, *gy.shape[2:])
+        g3 = gy.reshape(gy.shape[0] * gy.shape[1], *gy.shape[2:])    # (-1 fails on an empty gy)
         _rotate(g3, gx.reshape(g3.shape), *ctx.args, inverse=True)
         return gx, None, None, None, None, None
 
@@ -230,7 +230,7 @@ class SplitQKVRoPE(Function):
         cos, sin, pos = _setup(op, y.shape, hd, positions, T, base, y.dtype, scaling)
         outs = tuple(np.empty((B, h, T, hd) if layout == "bhtd" else (B, T, h, hd), y.dtype)
                      for h in (n_head, n_kv_head, n_kv_head))
-        ctx.args = (cos, sin, pos, bool(interleaved))
+        ctx.args = (cos, sin, pos, check_bool(op, "interleaved", interleaved))
         ctx.layout, ctx.heads = layout, heads
         _k.qkv_rope_forward(y.reshape(B, T, heads, hd), *(_as_bthd(o, layout) for o in outs), *ctx.args)
         return outs
@@ -257,4 +257,6 @@ def split_qkv_rope(y, positions, n_head, n_kv_head, base=10000.0, interleaved=Fa
     """(q, k, v) from a packed q/k/v projection y (B, T, (n_head + 2 n_kv_head) hd): q and k rotated
     (positions and scaling as in `rope`), all three (B, T, heads, hd), or (B, heads, T, hd) with
     layout="bhtd"."""
-    return SplitQKVRoPE.apply(y, positions, int(n_head), int(n_kv_head), base, interleaved, layout, scaling)
+    op = "split_qkv_rope"
+    n_head, n_kv_head = check_int(op, "n_head", n_head, 1), check_int(op, "n_kv_head", n_kv_head, 1)
+    return SplitQKVRoPE.apply(y, positions, n_head, n_kv_head, base, interleaved, layout, scaling)

@@ -6,7 +6,7 @@ import numpy as np
 
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_number
 from minigrad.ops.activations import float_input
-from minigrad.ops.attention import causal_attention
+from minigrad.ops.attention import causal_attention, default_scale
 from minigrad.ops.binary import where
 from minigrad.ops.dropout import dropout
 from minigrad.tensor import Tensor
@@ -80,7 +80,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError(f"{_OP}: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
                          "do not fit: need query and key of one embedding size E and key and value of "
                          "one length S")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_finite_scalar(_OP, "scale", scale)
+    scale = default_scale(q.shape[-1]) if scale is None else check_finite_scalar(_OP, "scale", scale)
     if is_causal and dropout_p == 0.0 and _fused_causal_fits(q, k, v, enable_gqa):
         return causal_attention(q, k, v, scale=scale)
     k, v = _gqa(q, k, v, enable_gqa)

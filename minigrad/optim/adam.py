@@ -25,7 +25,7 @@ class Adam(Optimizer):
     NON_NEGATIVE = ("lr", "eps", "weight_decay")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+        super().__init__(params, dict(lr=lr, betas=_as_tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad))
 
     def _check_group(self, group):
@@ -51,14 +51,37 @@ class Adam(Optimizer):
 
     def _update(self, param, grad, group, state):
         grad, decoupled_decay = self._decay(param, grad, group)
+        data = param.data
         if not state:
             state["step"] = 0
-            state["exp_avg"] = np.zeros_like(param.data)
-            state["exp_avg_sq"] = np.zeros_like(param.data)
+            state["exp_avg"] = np.zeros(data.shape, data.dtype)         # (C order whatever p's layout)
+            state["exp_avg_sq"] = np.zeros(data.shape, data.dtype)
         if group["amsgrad"] and "max_exp_avg_sq" not in state:   # also when switched on mid-training
-            state["max_exp_avg_sq"] = np.zeros_like(param.data)
+            state["max_exp_avg_sq"] = np.zeros(data.shape, data.dtype)
+        for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            if key in state:
+                state[key] = _c_order(state[key])
         state["step"] = int(state["step"]) + 1
         beta1, beta2 = group["betas"]
-        adamw_step(param.data, grad, state["exp_avg"], state["exp_avg_sq"], float(group["lr"]), float(beta1),
-                   float(beta2), float(group["eps"]), float(decoupled_decay), state["step"],
+        # the kernel takes C-order arrays: a p.data assigned a transposed or strided view (as torch
+        # allows) is stepped in a C-order copy, written back into p's own memory
+        work = _c_order(data)
+        adamw_step(work, _c_order(grad), state["exp_avg"], state["exp_avg_sq"], float(group["lr"]),
+                   float(beta1), float(beta2), float(group["eps"]), float(decoupled_decay), state["step"],
                    max_exp_avg_sq=state.get("max_exp_avg_sq") if group["amsgrad"] else None)
+        if work is not data:
+            data[...] = work
+
+
+def _c_order(a):
+    """A strided array as a C-order copy of the same shape (np.ascontiguousarray would make a 0-d array
+    1-d); anything else as given, for the kernel to check and name."""
+    return a.copy(order="C") if isinstance(a, np.ndarray) and not a.flags.c_contiguous else a
+
+
+def _as_tuple(betas):
+    """betas (any iterable) as a tuple; a non-iterable (None, 0.9) as given, for _check_group to name."""
+    try:
+        return tuple(betas)
+    except TypeError:
+        return betas

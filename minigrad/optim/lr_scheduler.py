@@ -148,10 +148,11 @@ class MultiStepLR(LRScheduler):
 
 
 def _milestones(name, milestones):
-    """Sorted int milestones; a Counter / dict (torch's form) maps each milestone to its multiplicity."""
+    """Sorted int milestones >= 0 (torch never reaches a negative one; counting it here would decay
+    every step); a Counter / dict (torch's form) maps each milestone to its multiplicity."""
     if isinstance(milestones, dict):
         milestones = [m for m, count in milestones.items() for _ in range(count)]
-    return sorted(check_int(name, "milestones", m) for m in milestones)
+    return sorted(check_int(name, "milestones", m, 0) for m in milestones)
 
 
 class ExponentialLR(LRScheduler):

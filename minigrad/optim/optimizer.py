@@ -188,4 +188,8 @@ def _restore(value, param, where):
         return value.item()
     if value.shape != param.data.shape:
         raise ValueError(f"{where} has shape {value.shape}, the parameter {param.data.shape}")
-    return np.array(value, dtype=param.data.dtype if value.dtype.kind == "f" else value.dtype, order="C")
+    if value.dtype.kind not in "biuf":
+        raise TypeError(f"{where} must be a real number array, got {value.dtype}")
+    # int / bool buffers too (torch casts every state tensor but `step` to the parameter's dtype): an
+    # int64 exp_avg made numpy's in-place updates fail with a casting error at the next step
+    return np.array(value, dtype=param.data.dtype, order="C")
