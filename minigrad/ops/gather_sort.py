@@ -196,16 +196,24 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):  # noqa: A
     return Scatter.apply(x, t, index, d)
 
 
+def scatter_operands(op, x, dim, index, src):
+    """(src Tensor, dim, checked index) of a scatter that needs a src Tensor; a 0-d src of a 0-d input
+    as shape (1,), for the caller's 1-element retry. TypeError when src is not a Tensor."""
+    t = _scatter_src(op, x, src)
+    if t is None:
+        raise TypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")
+    if x.ndim == 0 and t.ndim == 0:
+        t = t.reshape(1)
+    d, index = _scatter_index(op, x, dim, index, t.shape)
+    return t, d, index
+
+
 def scatter_add(input, dim, index, src):  # noqa: A002
     """torch.scatter_add: a copy of input with input[.., index[i,j,k], ..] += src[i,j,k] along `dim`
     (repeats accumulate). index as in `gather`; src a Tensor at least as large as index."""
     op = "scatter_add"
-    x, t = as_tensor(input), _scatter_src(op, input, src)
-    if t is None:
-        raise TypeError(f"{op}: src must be a Tensor")
-    if x.ndim == 0 and t.ndim == 0:
-        t = t.reshape(1)
-    d, index = _scatter_index(op, x, dim, index, t.shape)
+    x = as_tensor(input)
+    t, d, index = scatter_operands(op, x, dim, index, src)
     if x.ndim == 0:
         return scatter_add(x.reshape(1), 0, index, t.reshape(1)).reshape(())
     return ScatterAdd.apply(x, t, index, d)

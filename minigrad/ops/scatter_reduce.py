@@ -20,7 +20,7 @@ import numpy as np
 
 from minigrad.autograd.function import Function
 from minigrad.ops._common import as_tensor, shape_str
-from minigrad.ops.gather_sort import _full_index, _scatter_index, _scatter_src, _src_grad, _src_part
+from minigrad.ops.gather_sort import _full_index, _src_grad, _src_part, scatter_operands
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -121,12 +121,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     x = as_tensor(input)
     if reduce not in REDUCTIONS:
         raise ValueError(f"{op}: reduce must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduce!r}")
-    t = _scatter_src(op, x, src)
-    if t is None:
-        raise TypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")
-    if x.ndim == 0 and t.ndim == 0:
-        t = t.reshape(1)
-    d, index = _scatter_index(op, x, dim, index, t.shape)
+    t, d, index = scatter_operands(op, x, dim, index, src)
     if x.ndim == 0:
         return scatter_reduce(x.reshape(1), 0, index, t, reduce, include_self=include_self).reshape(())
     if t.ndim != x.ndim:
