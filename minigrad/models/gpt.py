@@ -429,19 +429,20 @@ class GPT(GradientCheckpointingMixin, nn.Module):
     def _check_caches(self, caches, start, pads, B, T):
         """forward's KV caches (generate's): one writable (k, v) pair per layer, each (B, >= start + T,
         kv_heads, head_dim) of the model's dtype; pads None or (B,) ints in [0, start + T)."""
-        cfg = self.config
+        cfg, dtype = self.config, self.dtype
         if not isinstance(caches, (list, tuple)) or len(caches) != cfg.n_layer:
             raise ValueError(f"GPT: caches must be a list of {cfg.n_layer} (k, v) pairs, one per layer")
+        want = (B, cfg.kv_heads, cfg.head_dim)          # (runs every decode step: one pass, no f-strings)
         for i, pair in enumerate(caches):
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise ValueError(f"GPT: caches[{i}] must be a (k, v) pair of arrays")
             for name, c in zip("kv", pair):
-                if not isinstance(c, np.ndarray) or c.dtype != self.dtype or not c.flags.writeable:
-                    raise TypeError(f"GPT: caches[{i}] {name} must be a writable {self.dtype} numpy array")
-                want = (cfg.kv_heads, cfg.head_dim)
-                if c.ndim != 4 or c.shape[0] != B or c.shape[1] < start + T or c.shape[2:] != want:
-                    raise ValueError(f"GPT: caches[{i}] {name} has shape {c.shape}, expected ({B}, >= "
-                                     f"{start + T}, {want[0]}, {want[1]}) for {T} tokens at position {start}")
+                if not isinstance(c, np.ndarray) or c.dtype != dtype or not c.flags.writeable:
+                    raise TypeError(f"GPT: caches[{i}] {name} must be a writable {dtype} numpy array")
+                shape = c.shape
+                if len(shape) != 4 or (shape[0], shape[2], shape[3]) != want or shape[1] < start + T:
+                    raise ValueError(f"GPT: caches[{i}] {name} has shape {shape}, expected ({B}, >= "
+                                     f"{start + T}, {want[1]}, {want[2]}) for {T} tokens at position {start}")
         if pads is not None:
             check_index("GPT", "pads", np.asarray(pads), start + T, shape=(B,))
 

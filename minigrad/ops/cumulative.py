@@ -19,33 +19,27 @@ from minigrad.ops.gather_sort import gather
 from minigrad.ops.reduce import ValuesIndices
 
 
-def _running_extreme_index(a, dim, better):
-    """int64 indices of the running extreme along dim: a later element equal to the current extreme
-    takes over (torch), and NaN, once seen, is the extreme (a later NaN takes over)."""
-    a = np.moveaxis(a, dim, 0)
-    idx = np.zeros(a.shape, np.int64)
-    best = a[0].copy() if a.shape[0] else a[:0]
-    cur = np.zeros(a.shape[1:], np.int64)
-    is_float = a.dtype.kind == "f"
-    for k in range(1, a.shape[0]):
-        v = a[k]
-        take = better(v, best) | (v == best)
-        if is_float:
-            take = np.isnan(v) | (take & ~np.isnan(best))
-        cur = np.where(take, k, cur)
-        best = np.where(take, v, best)
-        idx[k] = cur
-    return np.ascontiguousarray(np.moveaxis(idx, 0, dim))
+def _running_extreme_index(a, dim, extreme):
+    """int64 indices of the running extreme (extreme = np.maximum or np.minimum) along dim: a later
+    element equal to the current extreme takes over (torch), and NaN, once seen, is the extreme (a
+    later NaN takes over). An element takes over exactly where it equals the running extreme, so the
+    index is the running maximum of those positions."""
+    running = extreme.accumulate(a, axis=dim)          # NaN propagates
+    take = a == running
+    if a.dtype.kind == "f":
+        take |= np.isnan(a)
+    positions = np.arange(a.shape[dim]).reshape([-1 if k == dim else 1 for k in range(a.ndim)])
+    return np.maximum.accumulate(np.where(take, positions, 0), axis=dim).astype(np.int64, copy=False)
 
 
-def _cum_extreme(op, better):
+def _cum_extreme(op, extreme):
     def fn(input, dim):  # noqa: A002
         x = as_tensor(input)
         d = normalize_dim(op, dim, x.ndim, x.shape)
         if x.ndim == 0:
             values, indices = fn(x.reshape(1), 0)
             return ValuesIndices(values.reshape(()), indices.reshape(()))
-        index = _running_extreme_index(x.data, d, better)
+        index = _running_extreme_index(x.data, d, extreme)
         return ValuesIndices(gather(x, d, index), wrap(index))
 
     fn.__name__ = op
@@ -55,8 +49,8 @@ def _cum_extreme(op, better):
     return fn
 
 
-cummax = _cum_extreme("cummax", np.greater)
-cummin = _cum_extreme("cummin", np.less)
+cummax = _cum_extreme("cummax", np.maximum)
+cummin = _cum_extreme("cummin", np.minimum)
 
 
 def _reverse_logcumsumexp(a, dim):

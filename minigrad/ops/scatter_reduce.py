@@ -62,12 +62,13 @@ class ScatterReduce(Function):
         if not include_self:
             y[reached] = _identity(reduce, x.dtype)
         _UFUNC[reduce].at(y, where, s)
-        count = _group_sum(where, np.full(x.shape, int(include_self)), np.ones(s.shape, np.int64))
-        if reduce == "mean":
-            n = np.maximum(count, 1)
+        if reduce == "mean":           # divided by the group's size (1 for positions no src reaches)
+            members = _group_sum(where, np.full(x.shape, int(include_self)), np.ones(s.shape, np.int64))
+            n = np.maximum(members, 1)
             y = y / n.astype(y.dtype) if y.dtype.kind == "f" else y // n
+            ctx.count = n
         ctx.where, ctx.reduce, ctx.include_self, ctx.src_shape = where, reduce, include_self, src.shape
-        ctx.reached, ctx.count = reached, count
+        ctx.reached = reached
         if reduce in ("prod", "amax", "amin"):
             ctx.save_for_backward(x, s, y)
         return y
@@ -77,7 +78,7 @@ class ScatterReduce(Function):
         where, reduce, reached = ctx.where, ctx.reduce, ctx.reached
         self_member = ~reached | ctx.include_self          # input[p] belongs to p's group
         if reduce in ("sum", "mean"):
-            gp = g / np.maximum(ctx.count, 1).astype(g.dtype) if reduce == "mean" else g
+            gp = g / ctx.count.astype(g.dtype) if reduce == "mean" else g
             gx, gs = np.where(self_member, gp, 0), gp[where]
         elif reduce == "prod":
             gx, gs = _prod_grads(ctx, g, self_member)

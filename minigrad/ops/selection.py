@@ -99,7 +99,8 @@ class MedianAll(Function):
     def forward(ctx, x):
         flat = x.reshape(-1)
         nan = np.isnan(flat) if x.dtype.kind == "f" else np.zeros(flat.shape, bool)
-        y = flat[nan.argmax()] if nan.any() else np.sort(flat, kind="stable")[(flat.size - 1) // 2]
+        k = (flat.size - 1) // 2
+        y = flat[nan.argmax()] if nan.any() else np.partition(flat, k)[k]
         ctx.save_for_backward(x)
         ctx.y = y
         return np.asarray(y, x.dtype)
