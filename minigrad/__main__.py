@@ -518,7 +518,11 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError as e:    # a command's last print, after its own try: `... | head` left
+        stdout_closed(e)
+        return 1
 
 
 if __name__ == "__main__":

@@ -533,3 +533,18 @@ def test_sample_into_a_pipe_closed_early_stops_quietly(corpus, tmp_path):
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert proc.returncode == 1 and err == "", err
+
+
+@pytest.mark.parametrize("command", [["info"], ["eval", "--max-tokens", "200"], ["export", "--hf", "{out}"]])
+def test_commands_printing_at_the_end_into_a_closed_pipe_stop_quietly(corpus, tmp_path, command):
+    """`python -m minigrad info|eval|export ... | true`: their one print comes after the work (outside
+    the command's error handling): no traceback when the reader has already left, exit status 1."""
+    train(tiny(corpus, tmp_path / "run", steps=2), log=quiet)
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    args = [a.format(out=tmp_path / "hf") for a in command]
+    proc = subprocess.Popen([sys.executable, "-m", "minigrad", args[0], "--ckpt", str(tmp_path / "run"),
+                             *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc.stdout.close()                      # the reader left before anything was printed
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in err and err == "", err
