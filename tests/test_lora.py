@@ -431,3 +431,22 @@ def test_our_adapter_loads_in_peft_with_the_same_logits(tmp_path, tied, lora):
     theirs = load_safetensors(str(tmp_path / "resaved" / "adapter_model.safetensors"))[0]
     mine = load_safetensors(str(tmp_path / "adapter" / "adapter_model.safetensors"))[0]
     assert set(mine) == {k for k in theirs if ".base_layer." not in k}
+
+
+@pytest.mark.parametrize("family", ["gpt", "rwkv7"])
+@pytest.mark.parametrize("disabled", [False, True])
+def test_saving_to_adapter_free_formats_folds_live_adapters(family, disabled, tmp_path):
+    """save_hf (GPT) / save_pretrained (RWKV-7, .pth) of a model with unmerged adapters write what the
+    model computes (W + s B A, W while disabled) under the plain names, and leave the adapters on."""
+    _, model, targets, x = dict((m[0], m) for m in models())[family]
+    nn.apply_lora(model, target_modules=targets, r=2)
+    randomise_adapters(model)
+    with nn.disable_adapters(model) if disabled else nn.disable_adapters(nn.Linear(1, 1)):
+        want = logits(model, x)
+        if family == "gpt":
+            loaded = GPT.from_hf(model.save_hf(str(tmp_path / "hf")), dtype=np.float64)
+        else:
+            loaded = RWKV7.from_pretrained(model.save_pretrained(str(tmp_path / "w.pth")), dtype=np.float64)
+    np.testing.assert_allclose(logits(loaded, x), want, rtol=1e-10, atol=1e-10)
+    assert lora_layers(model) and not any("lora" in k for k in loaded.state_dict())
+    assert all(k in model.state_dict() for k in nn.lora_state_dict(model))

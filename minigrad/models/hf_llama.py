@@ -490,9 +490,12 @@ def _save_tokenizer(tokenizer, path):
 
 def save_hf(model, path, tokenizer=None):
     """Write `config.json` + `model.safetensors` (+ `tokenizer.json` and `tokenizer_config.json` with
-    the chat template, for a BPE tokenizer) that transformers loads."""
+    the chat template, for a BPE tokenizer) that transformers loads; LoRA adapters folded in
+    (nn.lora.merged_state_dict; the model keeps them)."""
+    from minigrad.nn.lora import merged_state_dict
+
     cfg = model.config
-    state = {k: np.ascontiguousarray(_array(v)) for k, v in model.state_dict().items()}
+    state = {k: np.ascontiguousarray(_array(v)) for k, v in merged_state_dict(model).items()}
     if cfg.tie_embeddings:
         state.pop("lm_head.weight", None)
     dtype = str(state["embed_tokens.weight"].dtype)

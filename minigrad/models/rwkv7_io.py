@@ -67,8 +67,11 @@ def load_rwkv7(cls, path, dtype=np.float32):
 
 
 def official_state(model):
-    """The model's weights under the official names, including layer 0's unused v0/v1/v2 (zeros)."""
-    state = {k: np.ascontiguousarray(getattr(v, "data", v)) for k, v in model.state_dict().items()}
+    """The model's weights under the official names, including layer 0's unused v0/v1/v2 (zeros);
+    LoRA adapters folded in (nn.lora.merged_state_dict)."""
+    from minigrad.nn.lora import merged_state_dict
+
+    state = {k: np.ascontiguousarray(getattr(v, "data", v)) for k, v in merged_state_dict(model).items()}
     if "blocks.1.att.v0" in state:
         for name in _LAYER0_UNUSED:
             key = f"blocks.0.att.{name}"

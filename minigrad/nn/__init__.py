@@ -17,6 +17,7 @@ from minigrad.nn.lora import (
     load_lora_state_dict,
     lora_state_dict,
     merge_lora,
+    merged_state_dict,
     print_trainable_parameters,
     save_adapter,
     unload_lora,
@@ -42,5 +43,5 @@ __all__ = [
     "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer",
     "LoraConfig", "LoraLinear", "apply_lora", "get_peft_model", "merge_lora", "unload_lora",
     "disable_adapters", "lora_state_dict", "load_lora_state_dict", "save_adapter", "load_adapter",
-    "print_trainable_parameters",
+    "print_trainable_parameters", "merged_state_dict",
 ]

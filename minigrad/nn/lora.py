@@ -42,9 +42,9 @@ from minigrad.ops.linear import linear
 from minigrad.tensor import Tensor
 
 __all__ = ["LoraConfig", "LoraLinear", "apply_lora", "get_peft_model", "lora_layers", "merge_lora",
-           "unload_lora", "disable_adapters", "lora_state_dict", "load_lora_state_dict", "save_adapter",
-           "load_adapter", "print_trainable_parameters", "fused_weight", "needs_call", "adapter_record",
-           "apply_adapter_record", "adapter_names"]
+           "unload_lora", "disable_adapters", "lora_state_dict", "merged_state_dict", "load_lora_state_dict",
+           "save_adapter", "load_adapter", "print_trainable_parameters", "fused_weight", "needs_call",
+           "adapter_record", "apply_adapter_record", "adapter_names"]
 
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
@@ -395,6 +395,22 @@ def _adapter_params(model):
 def lora_state_dict(model):
     """The adapters only: OrderedDict name -> array copy (`layers.0.self_attn.q_proj.lora_A.weight`)."""
     return OrderedDict((name, p.data.copy()) for name, p in _adapter_params(model).items())
+
+
+def merged_state_dict(model):
+    """model.state_dict() as the model computes, for formats that know no adapters (HF, official
+    RWKV-7): each LoRA layer's weight W + s B A (W while disabled), its lora_A / lora_B entries left
+    out. The model keeps its adapters."""
+    state = model.state_dict()
+    with no_grad():
+        for name, module in model.named_modules():
+            if isinstance(module, LoraLinear):
+                prefix = f"{name}." if name else ""
+                state[prefix + "weight"] = module.weight if module.disabled else \
+                    module.weight + module.delta_weight()
+                for part in ADAPTER_PARTS:
+                    state.pop(f"{prefix}{part}.weight", None)
+    return state
 
 
 def _float_array(value, name, dtype, where="load_lora_state_dict"):
