@@ -28,6 +28,7 @@ from minigrad import nn
 from minigrad.autograd import is_grad_enabled, no_grad
 from minigrad.kernels.validate import check_bool, check_finite_scalar, check_index, check_int
 from minigrad.models.gguf_llama import load_gguf
+from minigrad.models.gpt_decode import KVDecoder
 from minigrad.models.hf_llama import load_hf, save_hf
 from minigrad.models.sampling import Sampler, check_new_tokens, left_padding, parameter_bytes
 from minigrad.nn.lora import fused_weight, needs_call
@@ -529,9 +530,12 @@ class GPT(GradientCheckpointingMixin, nn.Module):
                 # one position per step: too little work to split over threads (threads.kernel_threads;
                 # measured 2 -> 1 thread, 2 vCPUs: small model B=1 229 -> 517-658 tok/s, B=8 1380 -> 2351)
                 with decode_blas(parameter_bytes(self)), kernel_threads(1):
+                    # the same arithmetic without the tape, unless hooks, pads or replaced modules need it
+                    decoder = KVDecoder(self, caches) if pads is None and KVDecoder.supports(self) else None
                     while more:
                         t = sampler.length - 1          # the column of the newest token
-                        more = sampler.push(self.forward(sampler.last[:, None], caches, t, pads).data[:, -1])
+                        more = sampler.push(decoder.step(sampler.last, t) if decoder is not None else
+                                            self.forward(sampler.last[:, None], caches, t, pads).data[:, -1])
         finally:
             for m in packs:
                 m.freeze_pack(False)
