@@ -2,8 +2,20 @@
 import numpy as np
 
 from minigrad.kernels.validate import check_finite_scalar
-from minigrad.ops.activations import elu, glu, hardtanh, leaky_relu, logsigmoid, mish, relu6, softmin  # noqa: F401
+from minigrad.ops.activations import (  # noqa: F401
+    elu,
+    glu,
+    hardtanh,
+    leaky_relu,
+    logsigmoid,
+    mish,
+    prelu,
+    relu6,
+    softmin,
+)
 from minigrad.ops.api import embedding, gelu, log_softmax, pad, relu, sigmoid, silu, softmax, softplus, tanh  # noqa: F401,E501
+from minigrad.ops.batch_group_norm import batch_norm, group_norm, instance_norm  # noqa: F401
+from minigrad.ops.conv import conv1d, conv2d  # noqa: F401
 from minigrad.ops.dropout import dropout  # noqa: F401
 from minigrad.ops.fused_gpt import causal_attention, cross_entropy, rms_norm, rope, swiglu  # noqa: F401,E501
 from minigrad.ops.linear import linear  # noqa: F401
@@ -19,6 +31,16 @@ from minigrad.ops.losses import (  # noqa: F401
 )
 from minigrad.ops.normalize import cosine_similarity, normalize  # noqa: F401
 from minigrad.ops.one_hot import one_hot  # noqa: F401
+from minigrad.ops.pooling import (  # noqa: F401
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+)
 from minigrad.ops.rwkv7 import layer_norm as _fused_layer_norm
 from minigrad.ops.rwkv7 import rwkv7_channel_mix, rwkv7_time_mix, wkv7  # noqa: F401
 from minigrad.ops.sdp_attention import scaled_dot_product_attention  # noqa: F401

@@ -240,9 +240,64 @@ class Tensor:
     def is_floating_point(self):
         return self.data.dtype.kind == "f"
 
-    def is_contiguous(self):
+    def is_contiguous(self, memory_format=None):
         """Always True: a Tensor's array is C-contiguous (PyTorch's non-contiguous views are copies)."""
         return True
+
+    def stride(self, dim=None):
+        """The C-order strides in elements (a tuple, or one dim's int), as PyTorch gives for a
+        contiguous tensor (a size-0 dim counts as 1)."""
+        strides, step = [], 1
+        for s in reversed(self.data.shape):
+            strides.append(step)
+            step *= max(s, 1)
+        strides = tuple(reversed(strides))
+        if dim is None:
+            return strides
+        n, dim = self.data.ndim, operator.index(dim)
+        if not -n <= dim < n:
+            raise IndexError(f"stride: dimension {dim} out of range for a {n}-d tensor")
+        return strides[dim]
+
+    def storage_offset(self):
+        """The offset in elements of this tensor's first element in the array owning its memory (a
+        view made by slicing starts inside its base's memory; a copy standing for a view, such as a
+        transpose, starts at 0)."""
+        owner = self.data
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        if owner is self.data or self.data.size == 0:
+            return 0
+        return (self.data.ctypes.data - owner.ctypes.data) // self.data.itemsize
+
+    def data_ptr(self):
+        """The address of the first element."""
+        return self.data.ctypes.data
+
+    @property
+    def nbytes(self):
+        return self.data.nbytes
+
+    @property
+    def itemsize(self):
+        return self.data.itemsize
+
+    def is_signed(self):
+        """Whether the dtype is signed (floats and intN; not uint8 or bool), as torch."""
+        return self.data.dtype.kind in "fi"
+
+    is_cpu = property(lambda self: True, doc="Always True (minigrad runs on the CPU).")
+    is_cuda = property(lambda self: False, doc="Always False.")
+    is_meta = property(lambda self: False, doc="Always False.")
+    is_sparse = property(lambda self: False, doc="Always False (dense arrays only).")
+    is_quantized = property(lambda self: False, doc="Always False.")
+
+    @property
+    def retains_grad(self):
+        """Whether `retain_grad()` was called on this non-leaf (its `.grad` is kept by backward)."""
+        node = self._node
+        entry = node.hooks.get(self._out_index) if node is not None and node.hooks else None
+        return entry is not None and entry.retain is not None and entry.retain() is self
 
     def __len__(self):
         if self.data.ndim == 0:
@@ -275,6 +330,14 @@ class Tensor:
         t._vc = self._counter()
         t._writeback = None if self._writeback is None else self._writeback.detached()
         return t
+
+    def detach_(self):
+        """Cut this tensor from the graph in place: it becomes a leaf that does not require grad (a view
+        cannot be detached in place, as in PyTorch)."""
+        if self._view is not None and (self.requires_grad or self._view[0].requires_grad):
+            raise RuntimeError("detach_: can't detach views in-place; use detach() instead")
+        self._node, self._out_index, self._requires_grad = None, 0, False
+        return self
 
     def clone(self):
         """A differentiable copy."""

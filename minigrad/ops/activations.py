@@ -1,5 +1,5 @@
 """torch.nn.functional's activations that minigrad composes from its differentiable ops:
-leaky_relu, elu, logsigmoid, glu (relu, gelu, silu, ... are single Functions in elementwise.py)."""
+leaky_relu, elu, logsigmoid, glu, prelu (relu, gelu, silu, ... are single Functions in elementwise.py)."""
 import math
 
 from minigrad.kernels.validate import check_finite_scalar
@@ -90,3 +90,21 @@ def mish(input, inplace=False):  # noqa: A002
     _no_inplace("mish", inplace)
     x = float_input("mish", "input", input)
     return x * softplus(x).tanh()
+
+
+def prelu(input, weight):  # noqa: A002
+    """torch.prelu: x where x > 0, weight * x elsewhere; weight has 1 element or one per channel (dim 1
+    of input; a 0-d or 1-D input has one channel, as torch)."""
+    x = float_input("prelu", "input", input)
+    w = float_input("prelu", "weight", weight)
+    if w.ndim > 1:
+        raise ValueError(f"prelu: weight must be 0-d or 1-D, got shape {tuple(w.shape)}")
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if w.numel() not in (1, channels):
+        raise ValueError(f"prelu: mismatch of parameter numbers and input channel size. Found parameter "
+                         f"numbers = {w.numel()} and channel size = {channels}.")
+    if w.numel() > 1 and x.ndim >= 2:
+        w = w.reshape((1, -1) + (1,) * (x.ndim - 2))
+    elif w.numel() == 1:
+        w = w.reshape(())
+    return where(x > 0, x, x * w)

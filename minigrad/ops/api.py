@@ -7,67 +7,122 @@ from minigrad import random as _random
 from minigrad.kernels.validate import check_int
 from minigrad.ops import reduce
 from minigrad.ops._common import as_tensor, normalize_dim
+from minigrad.ops.activations import prelu
 from minigrad.ops.binary import (  # noqa: A004
     add,
+    arctan2,
+    atan2,
+    bitwise_left_shift,
+    bitwise_right_shift,
     bool_mask,
+    copysign,
     div,
+    float_power,
     floor_divide,
+    fmax,
+    fmin,
+    fmod,
+    gcd,
+    heaviside,
+    hypot,
+    lcm,
+    ldexp,
     lerp,
     logaddexp,
+    logaddexp2,
     maximum,
     minimum,
     mul,
+    nextafter,
     pow,
     remainder,
     sub,
     where,
+    xlogy,
 )
 from minigrad.ops.compare import (
     eq,
     ge,
     gt,
+    isclose,
     isfinite,
+    isin,
     isinf,
     isnan,
     isneginf,
     isposinf,
+    isreal,
     le,
     logical_and,
     logical_not,
     logical_or,
+    logical_xor,
     lt,
     ne,
     nonzero,
 )
+from minigrad.ops.compare import equal as _equal
 from minigrad.ops.cumulative import cummax, cummin, logcumsumexp
 from minigrad.ops.einsum import einsum
 from minigrad.ops.elementwise import (  # noqa: A004
     abs,
+    acos,
+    acosh,
+    angle,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctanh,
+    asin,
+    asinh,
+    atan,
+    atanh,
     ceil,
     clamp,
     cos,
+    cosh,
+    deg2rad,
+    digamma,
     erf,
+    erfc,
+    erfinv,
     exp,
     exp2,
     expm1,
+    fix,
     floor,
+    frac,
+    frexp,
     gelu,
+    lgamma,
     log,
     log1p,
     log2,
     log10,
+    logit,
+    mvlgamma,
     nan_to_num,
     neg,
+    polygamma,
+    positive,
+    rad2deg,
     reciprocal,
     relu,
     round,
     rsqrt,
+    sgn,
     sigmoid,
     sign,
+    signbit,
     silu,
     sin,
+    sinc,
+    sinh,
     softplus,
     sqrt,
+    tan,
     tanh,
     trunc,
 )
@@ -77,43 +132,109 @@ from minigrad.ops.gather_sort import (
     cumprod,
     cumsum,
     flip,
+    fliplr,
+    flipud,
     gather,
     index_add,
     index_select,
     norm,
     prod,
+    renorm,
     repeat,
     roll,
+    rot90,
     scatter,
     scatter_add,
     sort,
+    take,
     unbind,
 )
-from minigrad.ops.index_update import index_copy, index_fill
+from minigrad.ops.index_update import (
+    diagonal_scatter,
+    index_copy,
+    index_fill,
+    index_put,
+    index_reduce,
+    masked_scatter,
+    put,
+    select_scatter,
+    slice_scatter,
+)
 from minigrad.ops.indexing import getitem
-from minigrad.ops.join import cat, chunk, pad, split, stack
-from minigrad.ops.linalg import matmul
+from minigrad.ops.inplace import bernoulli
+from minigrad.ops.join import (
+    cat,
+    chunk,
+    diff,
+    dsplit,
+    hsplit,
+    pad,
+    split,
+    split_with_sizes,
+    stack,
+    tensor_split,
+    vsplit,
+)
+from minigrad.ops.linalg import (
+    cdist,
+    cholesky,
+    corrcoef,
+    cov,
+    cross,
+    det,
+    dist,
+    dot,
+    inner,
+    inverse,
+    kron,
+    logdet,
+    matmul,
+    matrix_power,
+    mv,
+    slogdet,
+    tensordot,
+    trace,
+    vdot,
+)
 from minigrad.ops.reduce import (  # noqa: A004
     all,
+    aminmax,
     any,
     argmax,
     argmin,
+    count_nonzero,
     log_softmax,
     logsumexp,
     mean,
+    nanmean,
+    nansum,
     softmax,
     std,
     sum,
     var,
 )
 from minigrad.ops.scatter_reduce import scatter_reduce
-from minigrad.ops.selection import kthvalue, masked_select, median, mode
+from minigrad.ops.selection import (
+    kthvalue,
+    masked_select,
+    median,
+    mode,
+    msort,
+    nanmedian,
+    nanquantile,
+    quantile,
+)
 from minigrad.ops.shape import (
     broadcast_to,
+    diag,
+    diag_embed,
+    diagflat,
     expand,
     flatten,
+    meshgrid,
     movedim,
     permute,
+    ravel,
     reshape,
     squeeze,
     swapaxes,
@@ -122,13 +243,18 @@ from minigrad.ops.shape import (
     unsqueeze,
     view,
 )
-from minigrad.ops.unique import bincount, histc, unique, unique_consecutive
+from minigrad.ops.unique import bincount, bucketize, histc, searchsorted, unique, unique_consecutive
 from minigrad.tensor import Tensor, int64, scalar_value
 
 clip = clamp
 amax, amin = reduce.max, reduce.min
 swapdims = swapaxes
 moveaxis = movedim
+absolute = abs
+negative = neg
+multiply, divide, true_divide, subtract = mul, div, div, sub
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+equal = _equal
 
 
 def max(x, dim=None, keepdim=False):  # noqa: A001
@@ -406,4 +532,179 @@ __all__ = [
     "swapdims", "unflatten", "broadcast_to",
     "scatter_reduce", "index_fill", "index_copy", "masked_select", "cummax", "cummin", "logcumsumexp",
     "median", "kthvalue", "unique", "bincount", "mode", "unique_consecutive", "histc",
+]
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    """torch.addmv: beta input + alpha (mat @ vec), input broadcast to (n,); beta=0 ignores input."""
+    return _scaled_sum("addmv", as_tensor(input), mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
+    """torch.addr: beta input + alpha outer(vec1, vec2); beta=0 ignores input."""
+    return _scaled_sum("addr", as_tensor(input), outer(vec1, vec2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """torch.addbmm: beta input + alpha sum_b batch1[b] @ batch2[b]; beta=0 ignores input."""
+    return _scaled_sum("addbmm", as_tensor(input), sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """torch.addcmul: input + value tensor1 tensor2 (broadcast)."""
+    return add(input, mul(tensor1, tensor2), alpha=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """torch.addcdiv: input + value tensor1 / tensor2 (broadcast); integer tensor1 / tensor2 raise, as
+    in torch."""
+    if builtins.all(isinstance(t, Tensor) and t.dtype.kind in "iub" for t in (tensor1, tensor2)):
+        raise TypeError("addcdiv: integer division with addcdiv is not supported; use true_divide "
+                        "(tensor1 / tensor2)")
+    return add(input, div(tensor1, tensor2), alpha=value)
+
+
+def clone(input):  # noqa: A002
+    """torch.clone: a differentiable copy."""
+    return as_tensor(input).clone()
+
+
+def clamp_min(input, min):  # noqa: A002
+    """torch.clamp_min: clamp(input, min=min)."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    """torch.clamp_max: clamp(input, max=max)."""
+    return clamp(input, max=max)
+
+
+def rsub(input, other, *, alpha=1):  # noqa: A002
+    """torch.rsub: other - alpha input."""
+    return sub(other, input, alpha=alpha)
+
+
+def argwhere(input):  # noqa: A002
+    """torch.argwhere: nonzero(input) (an int64 (n, ndim) tensor)."""
+    return nonzero(input)
+
+
+def broadcast_tensors(*tensors):
+    """torch.broadcast_tensors: the tensors expanded to their common broadcast shape."""
+    xs = [as_tensor(t) for t in tensors]
+    try:
+        shape = np.broadcast_shapes(*(x.shape for x in xs))
+    except ValueError:
+        raise ValueError(f"broadcast_tensors: shapes {[tuple(x.shape) for x in xs]} cannot be broadcast "
+                         "together") from None
+    return tuple(expand(x, shape) for x in xs)
+
+
+def broadcast_shapes(*shapes):
+    """torch.broadcast_shapes: the broadcast shape of the given shapes (a tuple)."""
+    try:
+        return tuple(np.broadcast_shapes(*(tuple(s) if isinstance(s, (tuple, list)) else (s,)
+                                           for s in shapes)))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: shapes {shapes} cannot be broadcast together") from None
+
+
+def atleast_1d(*tensors):
+    """torch.atleast_1d: 0-d tensors reshaped to (1,); one tensor in, one out."""
+    return _atleast(tensors, 1)
+
+
+def atleast_2d(*tensors):
+    """torch.atleast_2d: tensors with fewer than 2 dims given leading size-1 dims."""
+    return _atleast(tensors, 2)
+
+
+def atleast_3d(*tensors):
+    """torch.atleast_3d: as numpy's (a 1-D (n,) -> (1, n, 1), a 2-D (m, n) -> (m, n, 1))."""
+    return _atleast(tensors, 3)
+
+
+def _atleast(tensors, n):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(_atleast(tuple(tensors[0]), n))
+    out = []
+    for t in tensors:
+        x = as_tensor(t)
+        if x.ndim == 0:
+            x = x.reshape((1,) * n)
+        elif x.ndim < n:            # (k,) -> (1, k) or (1, k, 1); (m, k) -> (m, k, 1), as torch
+            x = x.reshape((1,) + x.shape + (1,) * (n - 2) if x.ndim == 1 else x.shape + (1,))
+        out.append(x)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def hstack(tensors):
+    """torch.hstack: cat along dim 1 (dim 0 for 1-D tensors)."""
+    xs = [atleast_1d(t) for t in tensors]
+    return cat(xs, 0 if xs[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """torch.vstack (row_stack): cat along dim 0 of the tensors made at least 2-D."""
+    xs = [atleast_2d(t) for t in tensors]
+    return cat(xs, 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors):
+    """torch.dstack: cat along dim 2 of the tensors made at least 3-D."""
+    xs = [atleast_3d(t) for t in tensors]
+    return cat(xs, 2)
+
+
+def column_stack(tensors):
+    """torch.column_stack: 0-d and 1-D tensors as columns (n, 1), then hstack."""
+    xs = [as_tensor(t) for t in tensors]
+    return hstack([x.reshape(-1, 1) if x.ndim <= 1 else x for x in xs])
+
+
+ger = outer
+
+__all__ += [
+    "asin", "acos", "atan", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
+    "arcsinh", "arccosh", "arctanh", "erfc", "erfinv", "lgamma", "digamma", "sinc", "frac", "fix", "logit",
+    "deg2rad", "rad2deg", "sgn", "signbit", "positive", "absolute", "negative", "multiply", "divide",
+    "true_divide", "subtract", "greater", "greater_equal", "less", "less_equal", "not_equal",
+    "atan2", "arctan2", "hypot", "xlogy", "copysign", "fmax", "fmin", "fmod", "float_power", "logaddexp2",
+    "heaviside", "ldexp", "logical_xor", "isclose", "equal", "isreal", "isin",
+    "nansum", "nanmean", "count_nonzero", "aminmax", "quantile", "nanquantile", "msort",
+    "dot", "vdot", "mv", "inner", "tensordot", "kron", "cross", "trace", "cdist", "ger",
+    "addmv", "addr", "addbmm", "addcmul", "addcdiv", "clone", "clamp_min", "clamp_max", "rsub", "argwhere",
+    "diag", "diag_embed", "diagflat", "ravel", "meshgrid",
+    "diff", "tensor_split", "split_with_sizes", "hsplit", "vsplit", "dsplit",
+    "rot90", "fliplr", "flipud", "take",
+    "select_scatter", "slice_scatter", "diagonal_scatter", "index_put", "masked_scatter",
+    "searchsorted", "bucketize", "broadcast_tensors", "broadcast_shapes",
+    "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
+]
+
+
+
+def narrow_copy(input, dim, start, length):  # noqa: A002
+    """torch.narrow_copy: narrow, copied."""
+    return narrow(input, dim, start, length).clone()
+
+
+def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002
+    """torch.nonzero_static: nonzero's (n, ndim) int64 indices cut or padded with fill_value to `size`
+    rows."""
+    idx = nonzero(input).data
+    size = check_int("nonzero_static", "size", size, low=0)
+    out = np.full((size, idx.shape[1]), fill_value, dtype=np.int64)
+    out[:builtins.min(size, idx.shape[0])] = idx[:size]
+    return Tensor(out)
+
+
+__all__ += [
+    "prelu", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "nextafter", "angle", "frexp",
+    "mvlgamma", "polygamma", "renorm", "index_reduce", "put", "bernoulli", "corrcoef", "cov", "dist",
+    "nanmedian", "narrow_copy", "nonzero_static", "inverse", "det", "slogdet", "logdet", "matrix_power",
+    "cholesky",
 ]

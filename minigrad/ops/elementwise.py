@@ -10,7 +10,14 @@ Derivative table (y = f(x)):
     reciprocal: -y^2    log2: 1/(x ln 2)    log10: 1/(x ln 10)    exp2: y ln 2
     sign, floor, ceil, round, trunc: 0    nan_to_num: [x finite]
     clamp with Tensor bounds: x [lo <= x <= hi], lo [x < lo <= hi], hi [max(x, lo) > hi] (PyTorch)
+    asin: 1/sqrt(1 - x^2)    acos: -1/sqrt(1 - x^2)    atan: 1/(1 + x^2)    tan: 1 + y^2
+    sinh: cosh(x)    cosh: sinh(x)    asinh: 1/sqrt(x^2 + 1)    acosh: 1/sqrt((x - 1)(x + 1))
+    atanh: 1/(1 - x^2)    erfc: -2/sqrt(pi) exp(-x^2)    erfinv: sqrt(pi)/2 exp(y^2)
+    lgamma: digamma(x)    digamma: trigamma(x)    polygamma(n): polygamma(n + 1, x)
+    sinc: (cos(pi x) - y) / x (0 at 0)    frac: 1    angle (real): 0    frexp: 2^-exponent
+    logit: 1/(x (1 - x)) (with eps: 0 outside [eps, 1 - eps]; without: nan outside [0, 1])
 """
+import collections
 import math
 
 import numpy as np
@@ -81,6 +88,83 @@ Log2 = _unary("Log2", np.log2, lambda x, y, g: g / (x * math.log(2.0)), "x",
 Log10 = _unary("Log10", np.log10, lambda x, y, g: g / (x * math.log(10.0)), "x",
                "y = log10(x); gx = g / (x ln 10).")
 Exp2 = _unary("Exp2", np.exp2, lambda x, y, g: g * y * math.log(2.0), "y", "y = 2^x; gx = g y ln 2.")
+
+
+def _quiet(f):
+    """f with numpy's floating-point warnings off (domain errors give nan / inf, as in torch)."""
+    def run(*args):
+        with np.errstate(all="ignore"):
+            return f(*args)
+    return run
+
+
+def _float_unary(name, f, df, saves, doc):
+    """`_unary` for a float-valued function defined on part of the line (nan / inf elsewhere)."""
+    return _unary(name, _quiet(f), _quiet(df), saves, doc)
+
+
+Asin = _float_unary("Asin", np.arcsin, lambda x, y, g: g / np.sqrt(1.0 - x * x), "x",
+                    "y = asin(x); gx = g / sqrt(1 - x^2).")
+Acos = _float_unary("Acos", np.arccos, lambda x, y, g: -g / np.sqrt(1.0 - x * x), "x",
+                    "y = acos(x); gx = -g / sqrt(1 - x^2).")
+Atan = _float_unary("Atan", np.arctan, lambda x, y, g: g / (1.0 + x * x), "x",
+                    "y = atan(x); gx = g / (1 + x^2).")
+Tan = _float_unary("Tan", np.tan, lambda x, y, g: g * (1.0 + y * y), "y", "y = tan(x); gx = g (1 + y^2).")
+Sinh = _float_unary("Sinh", np.sinh, lambda x, y, g: g * np.cosh(x), "x", "y = sinh(x); gx = g cosh(x).")
+Cosh = _float_unary("Cosh", np.cosh, lambda x, y, g: g * np.sinh(x), "x", "y = cosh(x); gx = g sinh(x).")
+Asinh = _float_unary("Asinh", np.arcsinh, lambda x, y, g: g / np.sqrt(x * x + 1.0), "x",
+                     "y = asinh(x); gx = g / sqrt(x^2 + 1).")
+Acosh = _float_unary("Acosh", np.arccosh, lambda x, y, g: g / np.sqrt((x - 1.0) * (x + 1.0)), "x",
+                     "y = acosh(x); gx = g / sqrt((x - 1)(x + 1)).")
+Atanh = _float_unary("Atanh", np.arctanh, lambda x, y, g: g / (1.0 - x * x), "x",
+                     "y = atanh(x); gx = g / (1 - x^2).")
+Erfc = _unary("Erfc", special.erfc, lambda x, y, g: g * (-2.0 / math.sqrt(math.pi)) * np.exp(-x * x), "x",
+              "y = erfc(x); gx = -g 2/sqrt(pi) exp(-x^2).")
+Erfinv = _float_unary("Erfinv", special.erfinv, lambda x, y, g: g * (math.sqrt(math.pi) / 2) * np.exp(y * y),
+                      "y", "y = erfinv(x); gx = g sqrt(pi)/2 exp(y^2).")
+Lgamma = _float_unary("Lgamma", special.lgamma, lambda x, y, g: g * special.digamma(x), "x",
+                      "y = log|Gamma(x)|; gx = g digamma(x).")
+Digamma = _float_unary("Digamma", special.digamma, lambda x, y, g: g * special.trigamma(x), "x",
+                       "y = digamma(x); gx = g trigamma(x).")
+
+
+def _sinc(x):
+    px = math.pi * x
+    return np.where(x == 0, 1.0, np.sin(px) / np.where(x == 0, 1.0, px))
+
+
+def _sinc_grad(x, y, g):
+    return np.where(x == 0, 0.0, g * (np.cos(math.pi * x) - y) / np.where(x == 0, 1.0, x))
+
+
+Sinc = _float_unary("Sinc", _sinc, _sinc_grad, "xy",
+                    "y = sin(pi x) / (pi x) (1 at 0); gx = g (cos(pi x) - y) / x (0 at 0).")
+Frac = _float_unary("Frac", lambda x: x - np.trunc(x), lambda x, y, g: g, "", "y = x - trunc(x); gx = g.")
+
+
+class Logit(Function):
+    """y = log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given. Backward (torch):
+    gx = g / (x (1 - x)), 0 outside [eps, 1 - eps] with eps, nan outside [0, 1] without."""
+
+    @staticmethod
+    def forward(ctx, x, eps):
+        ctx.save_for_backward(x)
+        ctx.eps = eps
+        z = x if eps is None else np.clip(x, eps, 1.0 - eps)
+        with np.errstate(all="ignore"):
+            return np.log(z / (1.0 - z))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        eps = ctx.eps
+        with np.errstate(all="ignore"):
+            gx = g / (x * (1.0 - x))
+        if eps is None:
+            return np.where((x < 0) | (x > 1), np.nan, gx), None
+        return np.where((x < eps) | (x > 1.0 - eps), 0.0, gx), None
+
+
 Sign = _unary("Sign", lambda x: np.nan_to_num(np.sign(x), nan=0.0), lambda x, y, g: np.zeros_like(g), "",
               "y = sign(x) (0 at 0 and, as torch.sign, at NaN); gx = 0.")
 
@@ -245,21 +329,27 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     return NanToNum.apply(x, float(nan), posinf, neginf)
 
 
+def _float_in(x):
+    """Integer and bool tensors are computed in float32, as torch does (numpy would compute bool and
+    int8 in float16, and int64 in float64)."""
+    return x.float() if isinstance(x, Tensor) and x.dtype.kind != "f" else x
+
+
 def reciprocal(x):
     """torch.reciprocal: 1 / x (integers give float32)."""
     return Reciprocal.apply(x)
 
 
 def log2(x):
-    return Log2.apply(x)
+    return Log2.apply(_float_in(x))
 
 
 def log10(x):
-    return Log10.apply(x)
+    return Log10.apply(_float_in(x))
 
 
 def exp2(x):
-    return Exp2.apply(x)
+    return Exp2.apply(_float_in(x))
 
 
 def sign(x):
@@ -271,19 +361,19 @@ def sign(x):
 
 
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(_float_in(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(_float_in(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(_float_in(x))
 
 
 def rsqrt(x):
-    return Rsqrt.apply(x)
+    return Rsqrt.apply(_float_in(x))
 
 
 def abs(x):  # noqa: A001 - PyTorch's name
@@ -291,27 +381,27 @@ def abs(x):  # noqa: A001 - PyTorch's name
 
 
 def tanh(x):
-    return Tanh.apply(x)
+    return Tanh.apply(_float_in(x))
 
 
 def sin(x):
-    return Sin.apply(x)
+    return Sin.apply(_float_in(x))
 
 
 def cos(x):
-    return Cos.apply(x)
+    return Cos.apply(_float_in(x))
 
 
 def log1p(x):
-    return Log1p.apply(x)
+    return Log1p.apply(_float_in(x))
 
 
 def expm1(x):
-    return Expm1.apply(x)
+    return Expm1.apply(_float_in(x))
 
 
 def sigmoid(x):
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(_float_in(x))
 
 
 def relu(x):
@@ -323,7 +413,7 @@ def silu(x):
 
 
 def erf(x):
-    return Erf.apply(x)
+    return Erf.apply(_float_in(x))
 
 
 def neg(x):
@@ -355,3 +445,154 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
         if bound is not None and not isinstance(bound, (int, float)):
             raise TypeError(f"clamp: min and max must be numbers, got {type(bound).__name__}")
     return Clamp.apply(x, lo, hi)
+
+
+def _float_op(name, fn):
+    """torch.<name>: fn applied elementwise; integer and bool inputs are computed in float32, as torch
+    (numpy would compute bool and int8 in float16)."""
+    def op(x):
+        return fn.apply(_float_in(as_tensor(x)))
+
+    op.__name__ = name
+    op.__doc__ = f"torch.{name}: {fn.__doc__}"
+    return op
+
+
+asin = _float_op("asin", Asin)
+acos = _float_op("acos", Acos)
+atan = _float_op("atan", Atan)
+tan = _float_op("tan", Tan)
+sinh = _float_op("sinh", Sinh)
+cosh = _float_op("cosh", Cosh)
+asinh = _float_op("asinh", Asinh)
+acosh = _float_op("acosh", Acosh)
+atanh = _float_op("atanh", Atanh)
+erfc = _float_op("erfc", Erfc)
+erfinv = _float_op("erfinv", Erfinv)
+lgamma = _float_op("lgamma", Lgamma)
+digamma = _float_op("digamma", Digamma)
+sinc = _float_op("sinc", Sinc)
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+
+
+def frac(x):
+    """torch.frac: x - trunc(x) (float tensors only, as torch); gradient g."""
+    x = as_tensor(x)
+    if x.dtype.kind != "f":
+        raise TypeError(f"frac: expects a floating-point tensor, got {x.dtype}")
+    return Frac.apply(x)
+
+
+def logit(x, eps=None):
+    """torch.logit: log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given."""
+    x = as_tensor(x)
+    return Logit.apply(x if x.dtype.kind == "f" else x.float(), None if eps is None else float(eps))
+
+
+def deg2rad(x):
+    """torch.deg2rad: x * pi / 180 (integer and bool inputs give float32)."""
+    x = as_tensor(x)
+    return (x if x.dtype.kind == "f" else x.float()) * (math.pi / 180.0)
+
+
+def rad2deg(x):
+    """torch.rad2deg: x * 180 / pi (integer and bool inputs give float32)."""
+    x = as_tensor(x)
+    return (x if x.dtype.kind == "f" else x.float()) * (180.0 / math.pi)
+
+
+def sgn(x):
+    """torch.sgn: sign for real tensors."""
+    return sign(x)
+
+
+def signbit(x):
+    """torch.signbit: whether the sign bit is set (True at -0.0; bool, no grad)."""
+    a = as_tensor(x).data
+    return Tensor._from_op(np.signbit(a.astype(np.uint8) if a.dtype.kind == "b" else a))
+
+
+def positive(x):
+    """torch.positive: x itself."""
+    return as_tensor(x)
+
+
+def fix(x):
+    """torch.fix: trunc."""
+    return trunc(x)
+
+
+class Polygamma(Function):
+    """y = psi^(n)(x) (n = 0: digamma); gx = g psi^(n+1)(x)."""
+
+    @staticmethod
+    def forward(ctx, x, n):
+        ctx.save_for_backward(x)
+        ctx.n = n
+        return special.polygamma(n, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            return g * special.polygamma(ctx.n + 1, x), None
+
+
+def polygamma(n, input):  # noqa: A002
+    """torch.polygamma: the n-th derivative of digamma (n >= 0), elementwise (integers give float32).
+    Deviation: +inf gives 0 (the limit) where torch gives nan for n >= 2."""
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"polygamma(n, x) does not support negative n, got {n}")
+    x = as_tensor(input)
+    return Polygamma.apply(x if x.dtype.kind == "f" else x.float(), n)
+
+
+def mvlgamma(input, p):  # noqa: A002
+    """torch.mvlgamma: the log of the multivariate gamma function of dimension p,
+    p (p - 1) / 4 log(pi) + sum_i lgamma(x - i / 2), i < p; every element must exceed (p - 1) / 2."""
+    x = as_tensor(input)
+    x = x if x.dtype.kind == "f" else x.float()
+    p = int(p)
+    if p < 1:
+        raise ValueError(f"mvlgamma: p has to be greater than or equal to 1, got {p}")
+    if not np.all(x.data > (p - 1) / 2):
+        raise ValueError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+    shifts = Tensor(-np.arange(p, dtype=x.dtype) / 2)
+    return lgamma(x.unsqueeze(-1) + shifts).sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def angle(x):
+    """torch.angle of a real tensor: pi where x < 0, 0 elsewhere, NaN at NaN (integers give float32);
+    gradient 0, as torch's for real inputs."""
+    x = as_tensor(x)
+    x = x if x.dtype.kind == "f" else x.float()
+    return _Rounding.apply(x, lambda a: np.where(a < 0, math.pi, np.where(np.isnan(a), np.nan, 0.0)))
+
+
+class Frexp(Function):
+    """(mantissa, exponent) with x = mantissa 2^exponent, |mantissa| in [0.5, 1) (exponent int32);
+    g_x = g_mantissa / 2^exponent."""
+
+    @staticmethod
+    def forward(ctx, x):
+        m, e = np.frexp(x)
+        e = e.astype(np.int32, copy=False)
+        ctx.save_for_backward(e)
+        return m, e
+
+    @staticmethod
+    def backward(ctx, gm, ge):
+        (e,) = ctx.saved_tensors
+        return gm / np.exp2(e).astype(gm.dtype)
+
+
+def frexp(input):  # noqa: A002
+    """torch.frexp: (mantissa, exponent) of a float tensor, a named tuple (exponent int32)."""
+    x = as_tensor(input)
+    if x.dtype.kind != "f":
+        raise TypeError(f"frexp: only supports floating-point dtypes, got {x.dtype}")
+    return MantissaExponent(*Frexp.apply(x))
+
+
+MantissaExponent = collections.namedtuple("frexp", "mantissa exponent")

@@ -572,3 +572,99 @@ def norm(input, p=2, dim=None, keepdim=False):  # noqa: A002
     if p == math.inf and any(x.shape[d] == 0 for d in dims):
         raise ValueError(f"norm: the inf norm of an empty dim is undefined (shape {shape_str(x.shape)})")
     return Norm.apply(x, float(p), dims, bool(keepdim))
+
+
+# ---- composed of flip / transpose / indexing (their gradients) -----------------------------------
+def rot90(input, k=1, dims=(0, 1)):  # noqa: A002
+    """torch.rot90: rotated k quarter turns in the plane of `dims`, from the first dim towards the
+    second (a flip and a transpose)."""
+    from minigrad.ops.shape import transpose
+
+    x = as_tensor(input)
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise ValueError(f"rot90: expected total rotation dims == 2, but got dims = {len(dims)}")
+    if x.ndim < 2:
+        raise ValueError(f"rot90: expected total dims >= 2, but got total dims = {x.ndim}")
+    d0, d1 = (normalize_dim("rot90", d, x.ndim, x.shape) for d in dims)
+    if d0 == d1:
+        raise ValueError(f"rot90: expected rotation dims to be different, but got dim0 = {d0} and "
+                         f"dim1 = {d1}")
+    k = check_int("rot90", "k", k) % 4
+    if k == 1:
+        return transpose(flip(x, d1), d0, d1)
+    if k == 2:
+        return flip(x, d0, d1)
+    if k == 3:
+        return transpose(flip(x, d0), d0, d1)
+    return x.clone()
+
+
+def fliplr(input):  # noqa: A002
+    """torch.fliplr: reversed along dim 1 (>= 2 dims)."""
+    x = as_tensor(input)
+    if x.ndim < 2:
+        raise ValueError(f"fliplr: input must be >= 2-d, got shape {shape_str(x.shape)}")
+    return flip(x, 1)
+
+
+def flipud(input):  # noqa: A002
+    """torch.flipud: reversed along dim 0 (>= 1 dim)."""
+    x = as_tensor(input)
+    if x.ndim < 1:
+        raise ValueError("flipud: input must be >= 1-d, got a 0-d tensor")
+    return flip(x, 0)
+
+
+def take(input, index):  # noqa: A002
+    """torch.take: the elements of the flattened input at `index` (an integer tensor, negative ids
+    from the end), shaped as index; the gradient scatter-adds back."""
+    x = as_tensor(input)
+    idx = np.array(index.data if isinstance(index, Tensor) else index)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"take: expected an integer tensor for index, but got {idx.dtype}")
+    n = x.numel()
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx.min() if idx.min() < -n else idx.max()
+        raise IndexError(f"take: index {bad} out of range for tensor of size {shape_str(x.shape)}")
+    return x.reshape(-1)[idx.astype(np.int64)]
+
+
+def unfold(input, dimension, size, step):  # noqa: A002
+    """Tensor.unfold: every window of `size` entries along `dimension`, `step` apart, as a new last
+    dim: that dim becomes (n - size) // step + 1 long. Overlapping windows add up in the gradient."""
+    x = as_tensor(input)
+    d = normalize_dim("unfold", dimension, x.ndim, x.shape)
+    size, step = check_int("unfold", "size", size), check_int("unfold", "step", step)
+    n = x.shape[d] if x.ndim else 1
+    if step <= 0:
+        raise ValueError(f"unfold: step is {step} but must be > 0")
+    if not 0 <= size <= n:
+        raise ValueError(f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if x.ndim == 0:
+        return x.reshape(1)[np.zeros(size, np.int64)]
+    windows = np.arange(0, n - size + 1, step)[:, None] + np.arange(size)[None, :]
+    y = x[(slice(None),) * d + (windows,)]
+    from minigrad.ops.shape import movedim
+
+    return movedim(y, d + 1, -1)
+
+
+def renorm(input, p, dim, maxnorm):  # noqa: A002
+    """torch.renorm: each slice along `dim` (input.select(dim, i)) whose p-norm exceeds maxnorm scaled
+    by maxnorm / (norm + 1e-7); the gradient is that of x * factor(x) (through the norm too)."""
+    from minigrad.ops.binary import where
+
+    x = as_tensor(input)
+    if x.dtype.kind != "f":
+        raise TypeError(f"renorm: expects a floating-point tensor, got {x.dtype}")
+    if not p > 0:
+        raise ValueError(f"renorm: non-positive-norm not supported, got p={p}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if x.ndim <= 1:
+        raise ValueError(f"renorm: input needs at least 2 dimensions, got {x.ndim} dimensions")
+    d = normalize_dim("renorm", dim, x.ndim, x.shape)
+    others = tuple(k for k in range(x.ndim) if k != d)
+    n = norm(x, p, others, keepdim=True)
+    return x * where(n.data > maxnorm, maxnorm / (n + 1e-7), 1.0)

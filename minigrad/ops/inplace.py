@@ -1,5 +1,7 @@
 """In-place updates (`+=`, `x[i] = v`, add_, zero_ ...): write into the tensor's array and bump its
 version counter, so a backward that saved the old array raises instead of using stale values.
+`method(op, fn)` makes the in-place form of any out-of-place op (exp_, atan2_, addcmul_, eq_ ...) on
+this path; `shape_method` the in-place shape ops (squeeze_, t_ ...), which rebind the tensor instead.
 
 * Outside the graph (no_grad, or nothing involved requires grad): a numpy ufunc with `out=`.
 * In the graph: a leaf that requires grad may not be modified (as in PyTorch). Any other tensor is
@@ -240,11 +242,12 @@ def clamp_(t, min=None, max=None):  # noqa: A002 - PyTorch's names
     return _update("clamp_", t, None, lambda old: elementwise.clamp(old, min, max))
 
 
-def _random_fill(op, t, draw, generator):
-    """t filled in place with draw(generator, shape) (float64 values, cast to t's dtype). In the graph
-    (t a non-leaf that requires grad) t keeps requiring grad and passes a zero gradient back, as in
-    PyTorch; a leaf that requires grad raises before anything is drawn."""
-    if t.dtype.kind != "f":
+def _random_fill(op, t, draw, generator, any_dtype=False):
+    """t filled in place with draw(generator, shape) (float64 values, cast to t's dtype; integer and
+    bool tensors too with any_dtype). In the graph (t a non-leaf that requires grad) t keeps requiring
+    grad and passes a zero gradient back, as in PyTorch; a leaf that requires grad raises before
+    anything is drawn."""
+    if t.dtype.kind != "f" and not any_dtype:
         raise TypeError(f"{op}: expects a floating point tensor, got {t.dtype}")
     gen = generator if generator is not None else _random.default_generator()
 
@@ -275,3 +278,174 @@ def uniform_(t, a=0.0, b=1.0, generator=None):
     if not a <= b:
         raise ValueError(f"uniform_: expects a [from, to) range, but found from={a} > to={b}")
     return _random_fill("uniform_", t, lambda gen, shape: gen.uniform(a, b, shape), generator)
+
+
+def _cast_result(op, t, out, old):
+    """The out-of-place result `out` as a tensor of t's dtype, or a RuntimeError as PyTorch's when it
+    cannot be cast (a float result into an integer tensor, an integer one into a bool tensor). A
+    bool / integer result written into a float tensor (`eq_`) passes no gradient back to it."""
+    if out.dtype == t.dtype:
+        return out
+    if not np.can_cast(out.dtype, t.dtype, "same_kind"):
+        raise RuntimeError(f"{op}: result type {out.dtype} can't be cast to the desired output type "
+                           f"{t.dtype}")
+    if t.dtype.kind == "f" and out.dtype.kind != "f":
+        return binary.where(np.ones(out.shape, dtype=bool), Tensor(out.data.astype(t.dtype)), old)
+    return out.to(t.dtype)
+
+
+def method(op, fn, check_dtypes=True):
+    """The in-place Tensor method `op` of the out-of-place `fn(self, *args, **kwargs)`: the result
+    (checked to be castable to self's dtype, and of self's shape) written into self by `_update`,
+    with its rules for leaves, views and the graph. `check_dtypes`: a float Tensor argument must have
+    self's float dtype (as for `+=`)."""
+    def inplace_op(self, *args, **kwargs):
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        if check_dtypes:
+            for a in tensors:
+                _check_dtypes(op, self, a)
+        other = next((a for a in tensors if a.requires_grad), tensors[0] if tensors else None)
+        return _update(op, self, other, lambda old: _cast_result(op, self, fn(old, *args, **kwargs), old))
+
+    inplace_op.__name__ = op
+    inplace_op.__doc__ = f"In-place {op[:-1]} (self made its result); returns self."
+    return inplace_op
+
+
+def float_power_(t, exponent):
+    """torch's float_power_: only a float64 tensor can hold the float64 result."""
+    if t.dtype != np.float64:
+        raise RuntimeError(f"float_power_: the base given to float_power_ has dtype {t.dtype} but the "
+                           "operation's result requires dtype float64")
+    return method("float_power_", binary.float_power)(t, exponent)
+
+
+def fill_diagonal_(t, fill_value, wrap=False):
+    """torch's fill_diagonal_: the main diagonal (entries with all indices equal; a tall matrix's
+    diagonal restarts every n + 1 rows with wrap=True) set to fill_value, in place."""
+    if t.ndim < 2:
+        raise ValueError(f"fill_diagonal_: dimensions must be larger than 1, got shape {shape_str(t.shape)}")
+    if t.ndim > 2 and len(set(t.shape)) != 1:
+        raise ValueError(f"fill_diagonal_: all dimensions of input must be of equal length, got "
+                         f"{shape_str(t.shape)}")
+    mask = np.zeros(t.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=bool(wrap))
+    return masked_fill_(t, mask, fill_value)
+
+
+def shape_method(op, fn):
+    """An in-place shape op (squeeze_, unsqueeze_, t_, transpose_ ...): self becomes fn(self, ...).
+    A reshape keeps self's memory (and its aliases); a transpose makes self a copy that writes back to
+    the old memory, as any transpose (see the module docstring). In the graph self takes the new node;
+    a leaf that requires grad raises, as in PyTorch."""
+    def shape_op(self, *args, **kwargs):
+        recording = is_grad_enabled() and self.requires_grad
+        if recording:
+            _check_leaf(op, self)
+        old = Tensor._from_op(self.data)
+        old._vc, old._view, old._writeback = self._counter(), self._view, self._writeback
+        old._requires_grad, old._node, old._out_index = self._requires_grad, self._node, self._out_index
+        out = fn(old, *args, **kwargs)
+        if out is old:
+            return self
+        if self._writeback is None and np.may_share_memory(out.data, self.data):
+            self.data = out.data                       # same memory: every alias stays one
+        else:
+            self.data, self._vc, self._view, self._writeback = out.data, out._vc, out._view, out._writeback
+        if recording:
+            self._node, self._out_index, self._requires_grad = out._node, out._out_index, out._requires_grad
+        return self
+
+    shape_op.__name__ = op
+    shape_op.__doc__ = f"In-place {op[:-1]}: this tensor takes the new shape; returns self."
+    return shape_op
+
+
+def _probability(op, p):
+    if not 0 <= p <= 1:
+        raise ValueError(f"{op}: expects p to be in [0, 1], but got p={p}")
+    return p
+
+
+def bernoulli_(t, p=0.5, *, generator=None):
+    """t filled in place with 1 (probability p: a number, or a Tensor broadcast to t's shape) or 0; any
+    dtype, as torch."""
+    if isinstance(p, Tensor):
+        probs = p.data.astype(np.float64)
+        if np.any((probs < 0) | (probs > 1)) or np.any(np.isnan(probs)):
+            raise ValueError("bernoulli_: all probabilities must be in [0, 1]")
+    else:
+        probs = _probability("bernoulli_", float(p))
+    return _random_fill("bernoulli_", t, lambda gen, shape: (gen.random(shape) < probs).astype(np.float64),
+                        generator, any_dtype=True)
+
+
+def bernoulli(input, p=None, *, generator=None):  # noqa: A002
+    """torch.bernoulli: 1 with probability input (or p, if given), else 0; input's shape and dtype
+    (float). No gradient."""
+    if input.dtype.kind != "f":
+        raise TypeError(f"bernoulli: expects a floating point tensor of probabilities, got {input.dtype}")
+    out = Tensor(np.zeros(input.shape, input.dtype))
+    return bernoulli_(out, input if p is None else p, generator=generator)
+
+
+def exponential_(t, lambd=1.0, *, generator=None):
+    """t filled in place with Exponential(lambd) samples (float tensors)."""
+    lambd = float(lambd)
+    if not lambd > 0:
+        raise ValueError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
+    return _random_fill("exponential_", t, lambda gen, shape: gen.exponential(1.0 / lambd, shape), generator)
+
+
+def geometric_(t, p, *, generator=None):
+    """t filled in place with the number of Bernoulli(p) trials up to the first success (>= 1)."""
+    p = float(p)
+    if not 0 < p < 1:
+        raise ValueError(f"geometric_: expects p to be in (0, 1), but got p={p}")
+    return _random_fill("geometric_", t, lambda gen, shape: gen.geometric(p, shape).astype(np.float64),
+                        generator, any_dtype=True)
+
+
+def log_normal_(t, mean=1.0, std=2.0, *, generator=None):
+    """t filled in place with exp(N(mean, std^2)) samples (float tensors)."""
+    mean, std = float(mean), float(std)
+    if not std > 0:
+        raise ValueError(f"log_normal_: expects std > 0.0, but found std={std}")
+    return _random_fill("log_normal_", t, lambda gen, shape: gen.lognormal(mean, std, shape), generator)
+
+
+def cauchy_(t, median=0.0, sigma=1.0, *, generator=None):
+    """t filled in place with Cauchy(median, sigma) samples (float tensors)."""
+    median, sigma = float(median), float(sigma)
+    if not sigma > 0:
+        raise ValueError(f"cauchy_: expects sigma > 0.0, but found sigma={sigma}")
+    return _random_fill("cauchy_", t, lambda gen, shape: median + sigma * gen.standard_cauchy(shape),
+                        generator)
+
+
+def random_(t, from_=None, to=None, *, generator=None):
+    """torch's random_: integers uniform in [from, to - 1]; random_(to) is [0, to - 1]; random_()
+    spans [0, 2^mantissa] for floats, [0, max] for integers, {0, 1} for bool."""
+    if to is None and from_ is not None:
+        from_, to = 0, from_
+    low = 0 if from_ is None else int(from_)
+    if to is None:
+        if t.dtype.kind == "f":
+            high = 2 ** (np.finfo(t.dtype).nmant + 1) + 1
+        elif t.dtype.kind == "b":
+            high = 2
+        else:
+            high = int(np.iinfo(t.dtype).max) + 1
+    else:
+        high = int(to)
+    if low >= high:
+        raise ValueError(f"random_: expects 'from' to be less than 'to', but got from={low} >= to={high}")
+
+    def draw(gen, shape):
+        return gen.integers(low, high - 1, size=shape, endpoint=True, dtype=np.int64)
+
+    def values_fill(gen, shape):
+        v = draw(gen, shape)
+        return v.astype(np.float64) if t.dtype.kind == "f" else v
+
+    return _random_fill("random_", t, values_fill, generator, any_dtype=True)

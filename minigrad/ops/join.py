@@ -175,3 +175,88 @@ def pad(x, pad, mode="constant", value=0.0):
             raise ValueError(f"pad: pad {tuple(pad)} gives dim {d} of shape {shape_str(x.shape)} a "
                              f"negative size {s + lo + hi}")
     return Pad.apply(x, tuple(pairs), value)
+
+
+def _along(d, s):
+    """An index selecting `s` (a slice or int) along dim d."""
+    return (slice(None),) * d + (s,)
+
+
+def tensor_split(x, indices_or_sections, dim=0):
+    """torch.tensor_split: an int n gives n pieces, the first n % size one longer; a sequence (or a
+    1-D int tensor) gives the split points, as slices x[i_k : i_k+1] (so pieces may be empty).
+    Views of x (or copies that write back), as split's."""
+    from minigrad.tensor import Tensor
+
+    _check_not_0d("tensor_split", x)
+    d = normalize_dim("tensor_split", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    spec = indices_or_sections
+    if isinstance(spec, Tensor):
+        if spec.dtype.kind not in "iu" or spec.ndim > 1:
+            raise TypeError(f"tensor_split: expected tensor_indices_or_sections to be a 0-d or 1-d int "
+                            f"tensor, got {spec.dtype} of shape {shape_str(spec.shape)}")
+        spec = spec.item() if spec.ndim == 0 else spec.tolist()
+    if isinstance(spec, (int, np.integer)):
+        k = int(spec)
+        if k <= 0:
+            raise ValueError(f"tensor_split: number of sections must be larger than 0, got {k}")
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        return Split.apply(x, tuple(sizes), d)
+    points = [int(i) for i in spec]
+    bounds = [None] + points + [None]
+    return tuple(x[_along(d, slice(a, b))] for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def _directional_split(op, x, sections, dim, min_ndim):
+    if x.ndim < min_ndim:
+        raise ValueError(f"{op}: requires a tensor with at least {min_ndim} dimension, but got a tensor "
+                         f"with {x.ndim} dimensions")
+    if isinstance(sections, (int, np.integer)):
+        if sections <= 0 or x.shape[dim] % sections:
+            raise ValueError(f"{op}: attempted to split along dimension {dim}, but the size of the "
+                             f"dimension {x.shape[dim]} is not divisible by the split_size {sections}!")
+    return tensor_split(x, sections, dim)
+
+
+def hsplit(x, sections):
+    """torch.hsplit: tensor_split along dim 1 (dim 0 of a 1-D tensor); an int must divide it."""
+    return _directional_split("hsplit", x, sections, 1 if x.ndim > 1 else 0, 1)
+
+
+def vsplit(x, sections):
+    """torch.vsplit: tensor_split along dim 0 of a tensor of >= 2 dims."""
+    return _directional_split("vsplit", x, sections, 0, 2)
+
+
+def dsplit(x, sections):
+    """torch.dsplit: tensor_split along dim 2 of a tensor of >= 3 dims."""
+    return _directional_split("dsplit", x, sections, 2, 3)
+
+
+def split_with_sizes(x, split_sizes, dim=0):
+    """torch.split_with_sizes: split into pieces of the given sizes (which must add up)."""
+    return split(x, list(split_sizes), dim)
+
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """torch.diff: the n-th forward difference along `dim` (x[1:] - x[:-1], n times) after
+    prepend / append are concatenated; bool tensors give x[1:] != x[:-1]."""
+    _check_not_0d("diff", x)
+    d = normalize_dim("diff", dim, x.ndim, x.shape)
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative but got {n}")
+    if n == 0:
+        return x                                  # torch ignores prepend / append then
+    parts = [as_tensor(operand(p)) for p in (prepend, x, append) if p is not None]
+    for p in parts:
+        if p.ndim != x.ndim:
+            raise ValueError(f"diff: prepend / append must have the same number of dims as input, got "
+                             f"{shape_str(p.shape)} for {shape_str(x.shape)}")
+    y = cat(parts, d) if len(parts) > 1 else x
+    for _ in range(n):
+        if y.shape[d] == 0:
+            break
+        hi, lo = y[_along(d, slice(1, None))], y[_along(d, slice(None, -1))]
+        y = hi != lo if y.dtype.kind == "b" else hi - lo
+    return y

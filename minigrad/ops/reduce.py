@@ -361,3 +361,44 @@ def argmax(x, dim=None, keepdim=False):
 
 def argmin(x, dim=None, keepdim=False):
     return _arg("argmin", np.argmin, x, dim, keepdim)
+
+
+# ---- NaN-ignoring and counting reductions (composed: their gradients are those of where and sum) ----
+def nansum(x, dim=None, keepdim=False, *, dtype=None):
+    """torch.nansum: sum over `dim` with NaNs counted as 0; gx = g where x is not NaN, else 0."""
+    from minigrad.ops.binary import where
+
+    x = x if dtype is None else cast(x, dtype)
+    if x.dtype.kind == "f":
+        x = where(np.isnan(x.data), 0.0, x)
+    return sum(x, dim, keepdim)
+
+
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    """torch.nanmean: the mean of the non-NaN elements over `dim` (NaN where there are none); float
+    inputs only."""
+    x = x if dtype is None else cast(x, dtype)
+    if x.dtype.kind != "f":
+        raise TypeError(f"nanmean: expected input to have a floating point dtype, got {x.dtype}")
+    count = np.sum(~np.isnan(x.data), axis=_dims("nanmean", x, dim), keepdims=bool(keepdim))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return nansum(x, dim, keepdim) / count.astype(x.dtype)
+
+
+def count_nonzero(x, dim=None):
+    """torch.count_nonzero: the number of nonzero elements over `dim` (None: all; an int or a tuple);
+    int64, no grad (NaN counts as nonzero)."""
+    return wrap(np.count_nonzero(x.data, axis=_dims("count_nonzero", x, dim)).astype(np.int64))
+
+
+MinMax = collections.namedtuple("aminmax", "min max")
+
+
+def aminmax(x, *, dim=None, keepdim=False):
+    """torch.aminmax: (min, max) over `dim` (None: every element), a named tuple; each as amin / amax
+    (ties share the gradient evenly)."""
+    if x.numel() == 0 and dim is None:
+        raise ValueError("aminmax: cannot compute aminmax of an empty tensor (specify a non-empty dim)")
+    if dim is not None:
+        dim = normalize_dim("aminmax", dim, x.ndim, x.shape)
+    return MinMax(min(x, dim, keepdim), max(x, dim, keepdim))

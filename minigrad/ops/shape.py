@@ -205,3 +205,68 @@ def unflatten(x, dim, sizes):
 def broadcast_to(x, *shape):
     """torch.broadcast_to: expand to `shape` (-1 keeps a dim)."""
     return expand(x, *shape)
+
+
+def diag_embed(x, offset=0, dim1=-2, dim2=-1):
+    """torch.diag_embed: a tensor with one more dim whose (dim1, dim2) matrices hold x's last dim on
+    their `offset` diagonal, zeros elsewhere; gx = g's diagonal (SetItem into zeros)."""
+    from minigrad.ops.indexing import SetItem
+    from minigrad.tensor import Tensor
+
+    offset = int(offset)
+    k = x.shape[-1] if x.ndim else 1
+    n = k + abs(offset)
+    d1 = normalize_dim("diag_embed", dim1, x.ndim + 1, x.shape)
+    d2 = normalize_dim("diag_embed", dim2, x.ndim + 1, x.shape)
+    if d1 == d2:
+        raise ValueError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rows = np.arange(k) + max(-offset, 0)
+    base = Tensor(np.zeros(x.shape[:-1] + (n, n), dtype=x.dtype))
+    y = SetItem.apply(base, x.reshape(1) if x.ndim == 0 else x, (Ellipsis, rows, rows + offset))
+    return movedim(y, (-2, -1), (d1, d2))
+
+
+def diag(x, diagonal=0):
+    """torch.diag: a 1-D tensor -> the square matrix with it on the `diagonal`-th diagonal; a 2-D
+    tensor -> its `diagonal`-th diagonal (1-D)."""
+    if x.ndim == 1:
+        return diag_embed(x, diagonal)
+    if x.ndim == 2:
+        from minigrad.ops.api import diagonal as take_diagonal
+
+        return take_diagonal(x, diagonal)
+    raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {shape_str(x.shape)}")
+
+
+def diagflat(x, offset=0):
+    """torch.diagflat: the flattened input on the `offset` diagonal of a square matrix."""
+    return diag_embed(reshape(x, -1), offset)
+
+
+def ravel(x):
+    """torch.ravel: the flattened tensor (a view)."""
+    return reshape(x, -1)
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """torch.meshgrid: N 1-D (or 0-d) tensors -> N tensors of shape (len_0, ..., len_N-1) ('ij') or
+    with the first two dims swapped ('xy'); each the input broadcast (expand) along the others."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if not tensors:
+        raise ValueError("meshgrid: expects a non-empty list of tensors")
+    for t in tensors:
+        if t.ndim > 1:
+            raise ValueError(f"meshgrid: expects 0D or 1D tensors, got shape {shape_str(t.shape)}")
+        if t.dtype != tensors[0].dtype:
+            raise TypeError(f"meshgrid: expects all tensors to have the same dtype, got {tensors[0].dtype} "
+                            f"and {t.dtype}")
+    vecs = [reshape(t, -1) for t in tensors]
+    sizes = tuple(v.shape[0] for v in vecs)
+    grids = [expand(reshape(v, tuple(-1 if i == j else 1 for j in range(len(vecs)))), sizes)
+             for i, v in enumerate(vecs)]
+    if indexing == "xy" and len(vecs) >= 2:          # the 'ij' grids with the first two dims swapped
+        grids = [transpose(g, 0, 1) for g in grids]
+    return tuple(grids)

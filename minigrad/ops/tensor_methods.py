@@ -325,9 +325,155 @@ _METHODS = {
     "index_fill_": index_update.index_fill_, "index_copy_": index_update.index_copy_,
 }
 
+
+
+def _type(self, dtype=None, non_blocking=False, **kwargs):
+    """Without a dtype: torch's type string ('torch.FloatTensor' ...); with one (a dtype or such a
+    string): the tensor cast to it (`to(dtype)`)."""
+    if dtype is None:
+        return "torch." + _TYPE_NAMES[self.dtype]
+    if isinstance(dtype, str) and dtype.startswith("torch.") and dtype.endswith("Tensor"):
+        names = {v: k for k, v in _TYPE_NAMES.items()}
+        if dtype[6:] not in names:
+            raise ValueError(f"type: invalid type {dtype!r}")
+        dtype = names[dtype[6:]]
+    return self.to(dtype)
+
+
+_TYPE_NAMES = {np.dtype(np.float32): "FloatTensor", np.dtype(np.float64): "DoubleTensor",
+               np.dtype(np.int64): "LongTensor", np.dtype(np.int32): "IntTensor",
+               np.dtype(np.int16): "ShortTensor", np.dtype(np.int8): "CharTensor",
+               np.dtype(np.uint8): "ByteTensor", np.dtype(np.bool_): "BoolTensor"}
+
+
+def _same(self):
+    """Real tensors: conj / resolve_conj / resolve_neg / conj_physical are the tensor itself."""
+    return self
+
+
+def _false(self):
+    return False
+
+
+def _is_nonzero(self):
+    """torch's is_nonzero: the truth of a one-element tensor (more elements raise)."""
+    if self.data.size != 1:
+        raise RuntimeError(f"is_nonzero: boolean value of a tensor with {self.data.size} values is ambiguous"
+                           if self.data.size else "is_nonzero: boolean value of an empty tensor is ambiguous")
+    return bool(self.data.reshape(()))
+
+
+def _sum_to_size(self, *size):
+    """torch's sum_to_size: summed over the dims that `size` (broadcastable to this shape) has as 1
+    or lacks."""
+    size = shape._sizes(size)
+    lead = self.ndim - len(size)
+    if lead < 0 or any(s not in (1, n) for s, n in zip(size, self.shape[lead:])):
+        raise ValueError(f"sum_to_size: size {size} is not expandable to size {tuple(self.shape)}")
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size)
+                                      if s == 1 and self.shape[lead + i] != 1)
+    out = reduce.sum(self, dims, True) if dims else self
+    return shape.reshape(out, size)
+
+
+_METHODS.update({
+    # torch's aliases and the functions added in the third pass (see docs/tensor_api.md)
+    "absolute": elementwise.abs, "negative": elementwise.neg, "positive": elementwise.positive,
+    "multiply": binary.mul, "divide": binary.div, "true_divide": binary.div, "subtract": binary.sub,
+    "greater": compare.gt, "greater_equal": compare.ge, "less": compare.lt, "less_equal": compare.le,
+    "not_equal": compare.ne, "logical_xor": compare.logical_xor, "isclose": compare.isclose,
+    "equal": compare.equal, "isreal": compare.isreal,
+    "asin": elementwise.asin, "acos": elementwise.acos, "atan": elementwise.atan, "sinh": elementwise.sinh,
+    "cosh": elementwise.cosh, "tan": elementwise.tan, "asinh": elementwise.asinh, "acosh": elementwise.acosh,
+    "atanh": elementwise.atanh, "arcsin": elementwise.asin, "arccos": elementwise.acos,
+    "arctan": elementwise.atan, "arcsinh": elementwise.asinh, "arccosh": elementwise.acosh,
+    "arctanh": elementwise.atanh, "erfc": elementwise.erfc, "erfinv": elementwise.erfinv,
+    "lgamma": elementwise.lgamma, "digamma": elementwise.digamma, "sinc": elementwise.sinc,
+    "frac": elementwise.frac, "fix": elementwise.fix, "logit": elementwise.logit,
+    "deg2rad": elementwise.deg2rad, "rad2deg": elementwise.rad2deg, "sgn": elementwise.sgn,
+    "signbit": elementwise.signbit,
+    "atan2": binary.atan2, "arctan2": binary.atan2, "hypot": binary.hypot, "xlogy": binary.xlogy,
+    "copysign": binary.copysign, "fmax": binary.fmax, "fmin": binary.fmin, "fmod": binary.fmod,
+    "float_power": binary.float_power, "logaddexp2": binary.logaddexp2, "heaviside": binary.heaviside,
+    "ldexp": binary.ldexp,
+    "nansum": _typed_reduction(reduce.nansum), "nanmean": _typed_reduction(reduce.nanmean),
+    "count_nonzero": reduce.count_nonzero, "aminmax": reduce.aminmax,
+    "quantile": selection.quantile, "nanquantile": selection.nanquantile,
+    "msort": selection.msort,
+    "dot": linalg.dot, "vdot": linalg.vdot, "mv": linalg.mv, "inner": linalg.inner, "kron": linalg.kron,
+    "cross": linalg.cross, "trace": linalg.trace, "addmm": _api("addmm"), "addmv": _api("addmv"),
+    "addr": _api("addr"), "addcmul": _api("addcmul"), "addcdiv": _api("addcdiv"),
+    "baddbmm": _api("baddbmm"), "addbmm": _api("addbmm"), "ger": _api("outer"),
+    "diag": shape.diag, "diag_embed": shape.diag_embed, "diagflat": shape.diagflat, "ravel": shape.ravel,
+    "diff": join.diff, "tensor_split": join.tensor_split, "split_with_sizes": join.split_with_sizes,
+    "hsplit": join.hsplit, "vsplit": join.vsplit, "dsplit": join.dsplit,
+    "rot90": gather_sort.rot90, "fliplr": gather_sort.fliplr, "flipud": gather_sort.flipud,
+    "take": gather_sort.take, "unfold": gather_sort.unfold,
+    "select_scatter": index_update.select_scatter, "slice_scatter": index_update.slice_scatter,
+    "diagonal_scatter": index_update.diagonal_scatter, "index_put": index_update.index_put,
+    "masked_scatter": index_update.masked_scatter, "argwhere": compare.nonzero,
+    "conj": _same, "resolve_conj": _same, "resolve_neg": _same, "conj_physical": _same,
+    "is_conj": _false, "is_neg": _false, "is_complex": _false, "is_inference": _false,
+    "is_nonzero": _is_nonzero, "sum_to_size": _sum_to_size,
+    "is_same_size": lambda self, other: tuple(self.shape) == tuple(other.shape),
+    "get_device": lambda self: -1, "type": _type,
+    "bitwise_and": _bitwise("bitwise_and", "&", np.bitwise_and),
+    "bitwise_or": _bitwise("bitwise_or", "|", np.bitwise_or),
+    "bitwise_xor": _bitwise("bitwise_xor", "^", np.bitwise_xor), "bitwise_not": _invert,
+    "polygamma": lambda self, n: elementwise.polygamma(n, self), "mvlgamma": elementwise.mvlgamma,
+    "angle": elementwise.angle, "frexp": elementwise.frexp, "gcd": binary.gcd, "lcm": binary.lcm,
+    "bitwise_left_shift": binary.bitwise_left_shift, "bitwise_right_shift": binary.bitwise_right_shift,
+    "__lshift__": _operator(binary.bitwise_left_shift), "__rshift__": _operator(binary.bitwise_right_shift),
+    "__rlshift__": _operator(binary.bitwise_left_shift, True),
+    "__rrshift__": _operator(binary.bitwise_right_shift, True),
+    "nextafter": binary.nextafter, "dist": linalg.dist, "cov": linalg.cov, "corrcoef": linalg.corrcoef,
+    "nanmedian": selection.nanmedian, "renorm": gather_sort.renorm, "put": index_update.put,
+    "index_reduce": index_update.index_reduce, "bernoulli": inplace.bernoulli, "prelu": _api("prelu"),
+    "narrow_copy": _api("narrow_copy"), "nonzero_static": _api("nonzero_static"),
+    "unsafe_chunk": _chunk, "unsafe_split": _split, "unsafe_split_with_sizes": join.split_with_sizes,
+    "inverse": linalg.inverse, "det": linalg.det, "slogdet": linalg.slogdet, "logdet": linalg.logdet,
+    "matrix_power": linalg.matrix_power, "cholesky": linalg.cholesky,
+})
+
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
+# In-place forms: the out-of-place method's result written into the tensor (ops/inplace.py `method`).
+_INPLACE = (
+    "abs absolute acos arccos acosh arccosh asin arcsin asinh arcsinh atan arctan atanh arctanh ceil floor "
+    "round trunc fix frac cos cosh sin sinh tan tanh sigmoid relu neg negative exp exp2 expm1 log log2 "
+    "log10 log1p sqrt rsqrt square reciprocal sign sgn erf erfc erfinv lgamma digamma sinc deg2rad rad2deg "
+    "logit nan_to_num clamp_min clamp_max cumsum cumprod tril triu pow lerp atan2 arctan2 hypot copysign "
+    "fmod remainder floor_divide xlogy heaviside ldexp multiply divide true_divide subtract addcmul addcdiv "
+    "addmm addmv addr baddbmm addbmm masked_scatter index_put bitwise_and bitwise_or bitwise_xor "
+    "bitwise_not polygamma mvlgamma gcd lcm bitwise_left_shift bitwise_right_shift nextafter renorm put "
+    "index_reduce").split()
+# comparisons and logical ops: any dtype on the right (their result is cast to self's dtype)
+_INPLACE_ANY_DTYPE = ("eq ne lt le gt ge greater greater_equal less less_equal not_equal logical_not "
+                      "logical_and logical_or logical_xor").split()
+
+for _name in _INPLACE:
+    setattr(Tensor, _name + "_", inplace.method(_name + "_", getattr(Tensor, _name)))
+for _name in _INPLACE_ANY_DTYPE:
+    setattr(Tensor, _name + "_", inplace.method(_name + "_", getattr(Tensor, _name), check_dtypes=False))
+Tensor.float_power_ = inplace.float_power_
+Tensor.fill_diagonal_ = inplace.fill_diagonal_
+Tensor.conj_physical_ = _same
+for _name in ("bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_", "random_"):
+    setattr(Tensor, _name, getattr(inplace, _name))
+for _name, _fn in (("t_", _t), ("transpose_", shape.transpose), ("swapaxes_", shape.swapaxes),
+                   ("swapdims_", shape.swapaxes), ("squeeze_", shape.squeeze),
+                   ("unsqueeze_", shape.unsqueeze)):
+    setattr(Tensor, _name, inplace.shape_method(_name, _fn))
+
 Tensor.T = property(shape.T, doc="All dims reversed (the transpose of a matrix).")
 Tensor.mT = property(_matrix_transpose, doc=_matrix_transpose.__doc__)
+Tensor.mH = property(_matrix_transpose, doc="mT (the conjugate is the tensor itself for real tensors).")
+Tensor.H = property(lambda self: _t(self) if self.ndim == 2 else _h_error(self),
+                    doc="The (conjugate) transpose of a matrix.")
+Tensor.adjoint = _matrix_transpose
+
+
+def _h_error(self):
+    raise ValueError(f"H: expects a matrix (2-D tensor), got shape {tuple(self.shape)}; use .mH for batches")
 Tensor.__hash__ = object.__hash__   # __eq__ is elementwise; tensors stay hashable by identity

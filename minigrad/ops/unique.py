@@ -113,3 +113,52 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     # torch's rule (linear interpolation in input's dtype, no search among the bin edges)
     pos = np.minimum(((flat - lo) * a.dtype.type(bins) / (hi - lo)).astype(np.int64), bins - 1)
     return wrap(np.bincount(pos, minlength=bins).astype(a.dtype))
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """torch.searchsorted: for each value the index at which it would be inserted into the innermost
+    dim of sorted_sequence (a 1-D tensor for all values, or one row per leading index of values);
+    side 'left' (the first such index) or 'right' (right=True). int64 (int32 with out_int32). No grad."""
+    from minigrad.tensor import Tensor
+
+    seq = as_tensor(sorted_sequence).data
+    scalar = not isinstance(values, Tensor) and np.ndim(values) == 0
+    vals = np.asarray(values.data if isinstance(values, Tensor) else values)
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side can only be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ValueError("searchsorted: side and right can't be set to opposites, got side of left "
+                             "while right was True")
+        right = side == "right"
+    if seq.ndim == 0:
+        raise ValueError("searchsorted: input value can't be a 0-d tensor")
+    order = None if sorter is None else np.asarray(sorter.data if isinstance(sorter, Tensor) else sorter)
+    if order is not None:
+        if order.shape != seq.shape:
+            raise ValueError(f"searchsorted: sorter {shape_str(order.shape)} and sorted_sequence "
+                             f"{shape_str(seq.shape)} must have the same shape")
+        seq = np.take_along_axis(seq, order.astype(np.int64), -1)
+    kind = "right" if right else "left"
+    if seq.ndim == 1:
+        out = np.searchsorted(seq, vals, side=kind)
+    else:
+        if vals.ndim != seq.ndim or vals.shape[:-1] != seq.shape[:-1]:
+            raise ValueError(f"searchsorted: boundaries {shape_str(seq.shape)} and input "
+                             f"{shape_str(vals.shape)} must have the same leading dims (or boundaries 1-D)")
+        rows_s, rows_v = seq.reshape(-1, seq.shape[-1]), vals.reshape(-1, vals.shape[-1])
+        out = np.zeros(rows_v.shape, np.int64)
+        for i, (s, v) in enumerate(zip(rows_s, rows_v)):
+            out[i] = np.searchsorted(s, v, side=kind)
+        out = out.reshape(vals.shape)
+    out = np.asarray(out, dtype=np.int32 if out_int32 else np.int64)
+    return wrap(out.reshape(()) if scalar else out)
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):  # noqa: A002
+    """torch.bucketize: the index of the bucket of each input value among the sorted 1-D boundaries
+    (right=False: boundaries[i-1] < x <= boundaries[i]); searchsorted with the roles swapped."""
+    b = as_tensor(boundaries)
+    if b.ndim != 1:
+        raise ValueError(f"bucketize: boundaries tensor must be 1 dimension, but got dim({b.ndim})")
+    return searchsorted(b, input, out_int32=out_int32, right=right)
