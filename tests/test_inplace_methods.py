@@ -157,3 +157,23 @@ def test_known_values_match_torch():
         fn(mg, got)
         fn(torch, want)
         np.testing.assert_array_equal(got.data, want.numpy())
+
+
+@pytest.mark.parametrize("case", [
+    (lambda m: m.tensor([True, False]), "add_", lambda m: m.tensor([1, 2])),
+    (lambda m: m.tensor([1, 2]), "mul_", lambda m: m.tensor([1.5, 2.0])),
+    (lambda m: m.tensor([1, 2]), "sub_", lambda m: 0.5),
+    (lambda m: m.tensor([1, 2]), "div_", lambda m: 2),
+])
+def test_arithmetic_inplace_into_a_narrower_dtype_raises_runtime_error_as_torch(case):
+    """t.add_/sub_/mul_/div_(other) whose result type cannot be cast back to t's: torch's
+    RuntimeError, not numpy's ufunc casting TypeError; t is left as it was."""
+    make, name, other = case
+    t = make(mg)
+    before = t.numpy().copy()
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        getattr(t, name)(other(mg))
+    np.testing.assert_array_equal(t.numpy(), before)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        getattr(make(torch), name)(other(torch))

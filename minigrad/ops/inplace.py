@@ -190,6 +190,13 @@ def binary_inplace(fn, t, other):
             raise ValueError(f"{op}: {shape_str(t.shape)} {_SYMBOLS[fn]} "
                              f"{shape_str(np.shape(array_of(other)))}: the right side must broadcast to "
                              "the left side's shape") from None
+        except TypeError:       # numpy's ufunc casting error: torch's RuntimeError, as _cast_result
+            b = array_of(other)
+            result = _UFUNCS[fn](a.reshape(-1)[:0], b if np.ndim(b) == 0 else np.reshape(b, -1)[:0]).dtype
+            if np.can_cast(result, a.dtype, "same_kind"):
+                raise
+            raise RuntimeError(f"{op}: result type {result} can't be cast to the desired output type "
+                               f"{a.dtype}") from None
 
     return _update(op, t, other, lambda old: fn.apply(old, old if other is t else other), write)  # x *= x
 
