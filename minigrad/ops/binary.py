@@ -220,19 +220,22 @@ class Remainder(Function):
 
 
 class LogAddExp(Function):
-    """y = log(exp(a) + exp(b)) (numpy's overflow-free logaddexp)."""
+    """y = log(exp(a) + exp(b)) (numpy's overflow-free logaddexp; LogAddExp2 the same in base 2).
+    Backward: ga = g / (1 + base^(b - a)), gb = g / (1 + base^(a - b))."""
 
-    @staticmethod
-    def forward(ctx, a, b):
+    ufunc, power = staticmethod(np.logaddexp), staticmethod(np.exp)
+
+    @classmethod
+    def forward(cls, ctx, a, b):
         ctx.save_for_backward(a, b)
-        return run_broadcasting("logaddexp", ",", np.logaddexp, a, b)
+        return run_broadcasting(cls.__name__.lower(), ",", cls.ufunc, a, b)
 
-    @staticmethod
-    def backward(ctx, g):
+    @classmethod
+    def backward(cls, ctx, g):
         a, b = ctx.saved_tensors
         with np.errstate(over="ignore", invalid="ignore"):
-            ga = g / (1.0 + np.exp(b - a)) if ctx.needs_input_grad[0] else None
-            gb = g / (1.0 + np.exp(a - b)) if ctx.needs_input_grad[1] else None
+            ga = g / (1.0 + cls.power(b - a)) if ctx.needs_input_grad[0] else None
+            gb = g / (1.0 + cls.power(a - b)) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -363,21 +366,10 @@ class Fmod(Function):
         return (g if need_a else None), gb
 
 
-class LogAddExp2(Function):
-    """y = log2(2^a + 2^b) (numpy's overflow-free logaddexp2)."""
+class LogAddExp2(LogAddExp):
+    """y = log2(2^a + 2^b)."""
 
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return run_broadcasting("logaddexp2", ",", np.logaddexp2, a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        with np.errstate(over="ignore", invalid="ignore"):
-            ga = g / (1.0 + np.exp2(b - a)) if ctx.needs_input_grad[0] else None
-            gb = g / (1.0 + np.exp2(a - b)) if ctx.needs_input_grad[1] else None
-        return ga, gb
+    ufunc, power = staticmethod(np.logaddexp2), staticmethod(np.exp2)
 
 
 def _binary(fn, a, b):
