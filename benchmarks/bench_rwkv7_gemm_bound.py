@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_gpt_gemm_bound import best_seconds, linear_gemm_seconds, sgemm_rate  # noqa: E402
+from bench_gpt_gemm_bound import best_seconds, linears_seconds, sgemm_rate  # noqa: E402
 from bench_rwkv7 import CONFIGS, model_config, training_flops  # noqa: E402
 from bench_wkv7_kernel import inputs as wkv_inputs  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
@@ -81,33 +81,24 @@ def main():
     print(f"blas backend {blas.backend()}, {args.threads} threads, best of {args.reps}")
     print("config   product               count   fwd ms    gx ms    gW ms  GFLOP/s")
     with threadpool_limits(args.threads, user_api="blas"):
-        peak = max(sgemm_rate(square) for _ in range(2))
+        best = {"rate": max(sgemm_rate(square) for _ in range(2))}
+        remeasure = lambda: best.update(rate=max(best["rate"], sgemm_rate(square)))  # noqa: E731
         for name in args.configs.split(","):
             c, cfg = CONFIGS[name], model_config(name)
             M, C, L = c["B"] * c["T"], cfg.d_model, cfg.n_layer
-            gemm_seconds = gemm_flops = 0.0
-            for d_in, d_out, count in linear_shapes(cfg):
-                peak = max(peak, sgemm_rate(square))
-                x = rng.standard_normal((M, d_in), dtype=np.float32)
-                w = rng.standard_normal((d_out, d_in), dtype=np.float32)
-                gy = rng.standard_normal((M, d_out), dtype=np.float32)
-                seconds = linear_gemm_seconds(x, w, gy, args.reps)
-                flops = 3 * 2 * M * d_in * d_out
-                gemm_seconds += count * sum(seconds)
-                gemm_flops += count * flops
-                ms = "".join(f"{t * 1e3:9.2f}" for t in seconds)
-                print(f"{name:8s} {d_in:5d} -> {d_out:5d} (x W^T) {count:6d}{ms} "
-                      f"{flops / sum(seconds) / 1e9:8.0f}")
+            gemm_seconds, gemm_flops = linears_seconds(rng, name, M, linear_shapes(cfg), args.reps, remeasure,
+                                                       " (x W^T)")
             dims = (cfg.d_decay_lora, cfg.d_aaa_lora, cfg.d_gate_lora)
             for layers, lora_dims in ((1, dims), (L - 1, dims + (cfg.d_mv_lora,))):
                 if layers:
-                    peak = max(peak, sgemm_rate(square))
+                    remeasure()
                     seconds, flops = lora_seconds(rng, M, C, lora_dims, args.reps)
                     gemm_seconds += layers * seconds
                     gemm_flops += layers * flops
                     print(f"{name:8s} {len(lora_dims)} LoRAs {C} -> {lora_dims[0]:3d} -> {C} {layers:3d}"
                           f"   all {seconds * 1e3:8.2f} ms {' ' * 16}{flops / seconds / 1e9:8.0f}")
-            peak = max(peak, sgemm_rate(square))
+            remeasure()
+            peak = best["rate"]
             wkv = L * wkv_seconds(c["B"], c["T"], cfg.n_head, cfg.head_size, args.reps)
             flops = training_flops(cfg, M)
             print(f"{name}: GEMMs {gemm_flops / 1e9:.1f} GFLOP in {gemm_seconds * 1e3:.0f} ms "
