@@ -18,9 +18,12 @@ import os
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-# Products of at most this many output rows (decoding: one token per sequence) go to numpy: MKL
-# through ctypes costs ~20 us a call, numpy's matmul ~2 us, and their arithmetic is tiny.
-SMALL_ROWS = 16
+# Products with one output row (decoding one sequence), or of fewer multiply-adds than SMALL_WORK,
+# go to numpy: MKL through ctypes costs ~20 us a call, numpy's matmul ~2 us. From 2 rows on,
+# OpenBLAS packs the whole weight for a few rows: a 6-layer d-384 GPT's 24 decode products (42 MB of
+# weights, one BLAS thread) take 9.7 / 13.4 / 14.1 ms with numpy at 2 / 4 / 8 rows, 3.0 / 5.5 / 9.3
+# with MKL; at 1 row numpy's gemv is as fast (2.1 ms).
+SMALL_WORK = 1 << 18
 _state = {"lib": None, "loaded": False}
 
 
@@ -139,8 +142,8 @@ def gemm(a, b, trans_a=False, trans_b=False, out=None, accumulate=False):
     """op(a) @ op(b) for 2-D arrays, op = transpose when asked: a (M, K) or (K, M), b (K, N) or
     (N, K) -> (M, N), into `out` (C-contiguous (M, N), same dtype) when given, added to it with
     accumulate=True. Float32/float64 C-contiguous operands go to MKL when it is in use, unless the
-    product has at most SMALL_ROWS rows; everything else to numpy (also an `out` sharing memory
-    with an operand: MKL would read what it has already overwritten)."""
+    product is small (one row, or under SMALL_WORK multiply-adds); everything else to numpy (also an
+    `out` sharing memory with an operand: MKL would read what it has already overwritten)."""
     return gemm_batch([(a, b, trans_a, trans_b, out, accumulate)])[0]
 
 
@@ -163,7 +166,7 @@ def gemm_batch(products):
             raise ValueError("gemm: accumulate=True needs out")
         calls.append((a, b, bool(trans_a), bool(trans_b), out, bool(accumulate), M, N, K))
     lib = _load()
-    if lib is None or not calls or max(c[6] for c in calls) <= SMALL_ROWS or not _mkl_batch_ok(calls):
+    if lib is None or not calls or all(_small(*c[6:]) for c in calls) or not _mkl_batch_ok(calls):
         return [_numpy_product(a, b, ta, tb, out, acc) for a, b, ta, tb, out, acc, *_ in calls]
     outs = [np.empty((M, N), a.dtype) if out is None else out for a, b, ta, tb, out, acc, M, N, K in calls]
     n = len(calls)
@@ -187,6 +190,11 @@ def gemm_batch(products):
        reals(*(1.0 if c[5] else 0.0 for c in calls)), ptrs(outs),
        ints(c[7] for c in calls), n, ints([1] * n))     # n groups of one product each
     return outs
+
+
+def _small(M, N, K):
+    """A product numpy runs faster than a ctypes call to MKL (see SMALL_WORK)."""
+    return M <= 1 or M * N * K < SMALL_WORK
 
 
 @functools.lru_cache(maxsize=None)

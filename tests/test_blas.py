@@ -14,7 +14,7 @@ from minigrad import blas
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False), (True, True)])
-@pytest.mark.parametrize("M, K, N", [(1, 1, 1), (7, 5, 3), (64, 130, 33)])
+@pytest.mark.parametrize("M, K, N", [(1, 1, 1), (7, 5, 3), (64, 130, 33), (1, 300, 1000), (8, 384, 129)])
 def test_gemm_equals_numpy(dtype, tol, trans_a, trans_b, M, K, N):
     rng = np.random.default_rng(M * K + N)
     a = rng.standard_normal((K, M) if trans_a else (M, K)).astype(dtype)
@@ -175,3 +175,23 @@ def test_linear_and_rwkv_layers_agree_across_backends():
                              check=True)
         results.append([float(v) for v in run.stdout.split()])
     np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
+
+
+@pytest.mark.skipif(blas.backend() != "mkl", reason="routing between numpy and MKL needs MKL in use")
+def test_one_row_and_tiny_products_go_to_numpy_larger_few_row_ones_to_mkl(monkeypatch):
+    """One row (a decode step's gemv) and products under SMALL_WORK multiply-adds stay with numpy;
+    2-16 rows of a real layer (batched decoding) go to MKL, which does not pack the whole weight."""
+    seen = []
+    numpy_product = blas._numpy_product
+    monkeypatch.setattr(blas, "_numpy_product",
+                        lambda *args: seen.append(args[0].shape) or numpy_product(*args))
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((1152, 384)).astype(np.float32)
+    for rows, to_numpy in ((1, True), (2, False), (8, False), (16, False)):
+        seen.clear()
+        x = rng.standard_normal((rows, 384)).astype(np.float32)
+        np.testing.assert_allclose(blas.gemm(x, w, trans_b=True), x @ w.T, rtol=1e-4, atol=1e-3)
+        assert (seen == [(rows, 384)]) == to_numpy, (rows, seen)
+    seen.clear()
+    blas.gemm(np.ones((4, 16), np.float32), np.ones((16, 16), np.float32))
+    assert seen == [(4, 16)]
