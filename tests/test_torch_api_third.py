@@ -1508,3 +1508,31 @@ def test_existing_unary_ops_compute_integer_and_bool_inputs_in_float32(name):
                           (np.array([2, 5], np.uint8), torch.uint8), (np.array([1, 4, 9]), torch.int64)):
         with np.errstate(divide="ignore"):                       # log(0) = -inf
             same(getattr(mg, name)(mg.tensor(values)), getattr(torch, name)(_t(values, dtype)), rtol=3e-7)
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("scalar", [False, True])
+def test_scatter_legacy_reduce_add_and_multiply_equal_torch(reduce, dim, scalar):
+    """Tensor.scatter(_)(dim, index, src | value, reduce='add' | 'multiply'), torch's legacy reduce:
+    repeated indices accumulate (values as torch, which has no derivative for it; ours are those of
+    scatter_add / scatter_reduce('prod', include_self=True), gradchecked)."""
+    rng = _rng(3)
+    x = rng.uniform(0.5, 2.0, (3, 4))
+    index = rng.integers(0, x.shape[dim], (2, 3))
+    src = 2.5 if scalar else rng.uniform(0.5, 2.0, (2, 3))
+    want = torch.tensor(x).scatter(dim, torch.tensor(index), src if scalar else torch.tensor(src),
+                                   reduce=reduce).numpy()
+    got = mg.tensor(x).scatter(dim, mg.tensor(index), src if scalar else mg.tensor(src), reduce=reduce)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    inplace = mg.tensor(x).scatter_(dim, mg.tensor(index), src if scalar else mg.tensor(src), reduce=reduce)
+    np.testing.assert_allclose(inplace.numpy(), want, rtol=1e-12)
+    mx = mg.tensor(x, requires_grad=True)
+    if scalar:
+        assert gradcheck(lambda a: a.scatter(dim, mg.tensor(index), src, reduce=reduce), (mx,))
+    else:
+        ms = mg.tensor(src, requires_grad=True)
+        assert gradcheck(lambda a, b: a.scatter(dim, mg.tensor(index), b, reduce=reduce), (mx, ms))
+    with pytest.raises(ValueError, match="reduce must be"):
+        mx.scatter(dim, mg.tensor(index), 1.0, reduce="mean")

@@ -173,21 +173,26 @@ def _scatter_src(op, x, src):
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):  # noqa: A002
     """torch.scatter: a copy of input with input[.., index[i,j,k], ..] = src[i,j,k] along `dim` (src a
     Tensor of at least index's size, or a number; torch's `value=` too). index as in `gather`; with
-    repeated indices which write wins is unspecified (as torch). reduce='add' is scatter_add."""
+    repeated indices which write wins is unspecified (as torch). reduce='add' is scatter_add,
+    reduce='multiply' scatter_reduce(..., 'prod') with input included (torch's legacy reduce)."""
     op = "scatter"
     x = as_tensor(input)
     if (src is None) == (value is None):
         raise TypeError(f"{op}: pass exactly one of src and value")
     src = value if src is None else src
-    if reduce not in (None, "add"):
-        raise ValueError(f"{op}: reduce must be None or 'add', got {reduce!r}")
+    if reduce not in (None, "add", "multiply"):
+        raise ValueError(f"{op}: reduce must be None, 'add' or 'multiply', got {reduce!r}")
     t = _scatter_src(op, x, src)
     if x.ndim == 0 and t is not None and t.ndim == 0:
         t = t.reshape(1)
-    if reduce == "add":
+    if reduce is not None:
         if t is None:
             t = x.new_full(np.shape(index.data if isinstance(index, Tensor) else index), src)
-        return scatter_add(x, dim, index, t)
+        if reduce == "add":
+            return scatter_add(x, dim, index, t)
+        from minigrad.ops.scatter_reduce import scatter_reduce  # (it imports this module)
+
+        return scatter_reduce(x, dim, index, t, "prod", include_self=True)
     d, index = _scatter_index(op, x, dim, index, None if t is None else t.shape)
     if x.ndim == 0:
         return scatter(x.reshape(1), 0, index, t.reshape(1) if t is not None else src).reshape(())
