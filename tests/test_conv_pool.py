@@ -472,3 +472,14 @@ def test_pool_modules_match_torch(name, args, kw, xs):
     assert list(ours.state_dict()) == list(ref.state_dict()) == []
     x = _rng(22).standard_normal(xs)
     _parity(ours, ref, [x])
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_with_fewer_out_channels_than_groups_raises_as_torch(groups):
+    """weight with 0 < groups out channels (0 included): torch's error, not an empty result."""
+    x = mg.tensor(np.ones((1, 2, 5)))
+    with pytest.raises(ValueError, match="expected weight to be at least"):
+        mg.functional.conv1d(x, mg.tensor(np.ones((0, 2 // groups, 3))), groups=groups)
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.conv1d(torch.ones(1, 2, 5, dtype=torch.float64), torch.ones(0, 2 // groups, 3,
+                                   dtype=torch.float64), groups=groups)

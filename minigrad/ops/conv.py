@@ -199,6 +199,9 @@ def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noq
     O, Cg = w.shape[:2]
     k = w.shape[2:]
     C = x.shape[-d - 1]
+    if O < groups:
+        raise ValueError(f"{op}: given groups={groups}, expected weight to be at least {groups} at "
+                         f"dimension 0, but got weight of size {tuple(w.shape)} instead")
     if O % groups:
         raise ValueError(f"{op}: given groups={groups}, expected weight to be divisible by {groups} at "
                          f"dim 0, but got weight of shape {tuple(w.shape)}")
