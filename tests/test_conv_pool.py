@@ -483,3 +483,52 @@ def test_conv_with_fewer_out_channels_than_groups_raises_as_torch(groups):
     with pytest.raises(RuntimeError):
         torch.nn.functional.conv1d(torch.ones(1, 2, 5, dtype=torch.float64), torch.ones(0, 2 // groups, 3,
                                    dtype=torch.float64), groups=groups)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_adaptive_avg_pool_keeps_nan_and_inf_in_their_windows(d):
+    """A NaN / inf reaches only the adaptive windows holding it (a pooling-matrix product would
+    spread NaN to every window through 0 * NaN); values and gradients as torch."""
+    shape = (2, 3, 8) if d == 1 else (2, 3, 7, 8)
+    x = _rng(5).standard_normal(shape)
+    x[..., 0] = np.nan
+    x[0, 1, ..., -1] = np.inf
+    f, tf = (F.adaptive_avg_pool1d, torch.nn.functional.adaptive_avg_pool1d) if d == 1 else \
+        (F.adaptive_avg_pool2d, torch.nn.functional.adaptive_avg_pool2d)
+    out = 3 if d == 1 else (3, 5)
+    mx, tx = mg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    got, want = f(mx, out), tf(tx, out)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12, equal_nan=True)
+    assert np.isfinite(got.numpy()).any()
+    g = _rng(6).standard_normal(want.shape)
+    got.backward(mg.tensor(g))
+    want.backward(torch.tensor(g))
+    np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", [((1, 1, 8, 1), 2, 1, 1, 2, False), ((2, 1, 1), 3, None, 1, 2, True),
+                                  ((1, 3, 1, 8), 2, 2, 1, 2, False)])
+def test_max_pool_window_entirely_in_the_padding_is_minus_inf_as_torch(case):
+    """With dilation a window can miss the input in a dim (every tap in the padding): -inf and
+    torch's index there (values gathered elsewhere before); no gradient flows from it."""
+    shape, k, s, p, dil, ceil = case
+    x = _rng(7).standard_normal(shape)
+    f, tf = (F.max_pool1d, torch.nn.functional.max_pool1d) if len(shape) == 3 else \
+        (F.max_pool2d, torch.nn.functional.max_pool2d)
+    mx = mg.tensor(x, requires_grad=True)
+    y, idx = f(mx, k, s, p, dil, ceil, return_indices=True)
+    ty, tidx = tf(torch.tensor(x), k, s, p, dil, ceil, return_indices=True)
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    assert np.isneginf(y.numpy()).any()
+    y.sum().backward()
+    assert np.isfinite(mx.grad.numpy()).all()
+
+
+def test_max_pool_padding_limit_ignores_dilation_as_torch():
+    """torch checks pad <= kernel_size / 2 whatever the dilation."""
+    x = mg.tensor(np.ones((1, 1, 8)))
+    with pytest.raises(ValueError, match="pad should be at most half of kernel size"):
+        F.max_pool1d(x, 3, padding=2, dilation=2)
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.max_pool1d(torch.ones(1, 1, 8), 3, padding=2, dilation=2)

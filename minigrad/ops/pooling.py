@@ -53,11 +53,10 @@ def _geometry(op, x, d, kernel_size, stride, padding, dilation, ceil_mode, max_p
     dl = ntuple(op, "dilation", dilation, d)
     if any(v < 1 for v in dl):
         raise ValueError(f"{op}: dilation must be greater than zero, got {dilation!r}")
-    for kk, pp, dd in zip(k, p, dl):
-        limit = ((kk - 1) * dd + 1) // 2 if max_pool else kk // 2
-        if pp > limit:
-            raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got "
-                             f"pad={pp}, kernel_size={kk} and dilation={dd}")
+    for kk, pp in zip(k, p):
+        if pp > kk // 2:            # torch's rule for both poolings, whatever the dilation
+            raise ValueError(f"{op}: pad should be at most half of kernel size, but got pad={pp} and "
+                             f"kernel_size={kk}")
     L = x.shape[-d:]
     out = tuple(_pool_out(n, kk, ss, pp, dd, bool(ceil_mode)) for n, kk, ss, pp, dd in zip(L, k, s, p, dl))
     if any(o < 1 for o in out):
@@ -138,21 +137,37 @@ class MaxPoolNd(Function):
         for t, j in enumerate(np.ndindex(*k)):
             v = xp[(Ellipsis,) + tap_slices(j, dl, s, out)]
             _max_update(m, tap, v, t, has_nan, *scratch)
-        # flat input index: per dim o*s - p + j*dl
+        # flat input index: per dim o*s - p + j*dl. A dilated window can miss the input in some
+        # dim (every tap in the padding): its max is -inf, as torch's, and it passes no gradient.
+        # The returned index of such a window is torch's arithmetic (it may lie outside the input);
+        # the values are gathered, and the gradient sent, at an index clipped into it.
         js = np.unravel_index(tap, k)
-        flat = np.zeros(lead + out, dtype=np.int64)
+        flat, raw = np.zeros(lead + out, dtype=np.int64), np.zeros(lead + out, dtype=np.int64)
+        empty = np.zeros(out, dtype=bool)
         L = x.shape[2:]
-        for a, (jj, n, ss, pp, dd, o) in enumerate(zip(js, L, s, p, dl, out)):
-            pos = (np.arange(o) * ss - pp).reshape((o,) + (1,) * (d - 1 - a)) + jj * dd
+        for a, (jj, n, ss, pp, dd, o, kk) in enumerate(zip(js, L, s, p, dl, out, k)):
+            shape = (o,) + (1,) * (d - 1 - a)
+            starts = np.arange(o) * ss - pp
+            taps = starts[:, None] + np.arange(kk) * dd
+            empty |= ~((taps >= 0) & (taps < n)).any(1).reshape(shape)
+            pos = starts.reshape(shape) + jj * dd
             flat *= n
-            flat += pos
+            flat += np.clip(pos, 0, n - 1)
+            raw *= n
+            raw += pos
         ctx.save_for_backward(flat)
-        ctx.in_shape = x.shape
-        return _gather_max(x, flat), flat
+        ctx.in_shape, ctx.empty = x.shape, empty if empty.any() else None
+        y = _gather_max(x, flat)
+        if ctx.empty is None:
+            return y, flat
+        y[..., empty] = -np.inf
+        return y, raw
 
     @staticmethod
     def backward(ctx, g, _gidx):
         (flat,) = ctx.saved_tensors
+        if ctx.empty is not None:
+            g = np.where(ctx.empty, 0, g)
         return _scatter_to_argmax(g, flat, ctx.in_shape), None, None, None, None, None
 
 
@@ -287,30 +302,53 @@ def _bounds(n, o):
     return (i * n) // o, -((-(i + 1) * n) // o)
 
 
-def _averaging_matrix(n, o, dtype):
+def _window_means(t, n, o, dim):
+    """The o adaptive-window means of Tensor t along its dim `dim` (length n): each window's taps
+    gathered (a shorter window's padding taps masked to 0), summed and divided by its length, so a
+    NaN or inf reaches only the windows holding it (a pooling-matrix product would spread it
+    through 0 * NaN)."""
     start, end = _bounds(n, o)
-    pos = np.arange(n)
-    inside = (pos >= start[:, None]) & (pos < end[:, None])
-    return (inside / (end - start)[:, None]).astype(dtype)
+    km = int((end - start).max())
+    taps = start[:, None] + np.arange(km)                                       # (o, km)
+    padding = Tensor(taps >= end[:, None])
+    moved = t.movedim(dim, -1)
+    window = moved[..., np.minimum(taps, end[:, None] - 1)].masked_fill(padding, 0.0)
+    return (window.sum(-1) / Tensor((end - start).astype(moved.dtype))).movedim(-1, dim)
+
+
+def _averaging_matrix(n, o, dtype):
+    """(o, n): row i averages window i (`_bounds`); used only when the input or output is empty."""
+    start, end = _bounds(n, o)
+    inside = (np.arange(n) >= start[:, None]) & (np.arange(n) < end[:, None])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num(inside / (end - start)[:, None]).astype(dtype)
+
+
+def _adaptive_avg(op, d, input, output_size):  # noqa: A002
+    x = _check_input(op, input, d)
+    out = _adaptive_sizes(op, x, d, output_size)
+    y = input
+    for k in range(d):
+        dim, n = -d + k, x.shape[-d + k]
+        if x.size and out[k]:
+            y = _window_means(y, n, out[k], dim)
+        else:       # nothing to average: the product with the (empty) pooling matrix
+            y = (y.movedim(dim, -1) @ Tensor(np.ascontiguousarray(_averaging_matrix(n, out[k], x.dtype).T))
+                 ).movedim(-1, dim)
+    return y
 
 
 def adaptive_avg_pool1d(input, output_size):  # noqa: A002
     """torch.nn.functional.adaptive_avg_pool1d: (N, C, L) or (C, L) -> (N, C, output_size); window i
     averages [floor(i*L/out), ceil((i+1)*L/out))."""
-    x = _check_input("adaptive_avg_pool1d", input, 1)
-    (o,) = _adaptive_sizes("adaptive_avg_pool1d", x, 1, output_size)
-    return input @ Tensor(np.ascontiguousarray(_averaging_matrix(x.shape[-1], o, x.dtype).T))
+    return _adaptive_avg("adaptive_avg_pool1d", 1, input, output_size)
 
 
 def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     """torch.nn.functional.adaptive_avg_pool2d: (N, C, H, W) or (C, H, W) -> (N, C, *output_size);
-    output_size an int, or a pair whose None entries keep the input size."""
-    x = _check_input("adaptive_avg_pool2d", input, 2)
-    oh, ow = _adaptive_sizes("adaptive_avg_pool2d", x, 2, output_size)
-    H, W = x.shape[-2:]
-    Ph = Tensor(_averaging_matrix(H, oh, x.dtype))                                   # (oh, H)
-    PwT = Tensor(np.ascontiguousarray(_averaging_matrix(W, ow, x.dtype).T))          # (W, ow)
-    return Ph @ (input @ PwT)
+    output_size an int, or a pair whose None entries keep the input size. Separable: the mean over a
+    window's rows of its columns' means (every row of a window has the same columns)."""
+    return _adaptive_avg("adaptive_avg_pool2d", 2, input, output_size)
 
 
 class AdaptiveMaxPoolNd(Function):
