@@ -318,3 +318,21 @@ def test_norm_module_errors():
         F.group_norm(mg.tensor(np.ones((2, 4, 3), np.int64)), 2)
     with pytest.raises(RuntimeError):
         nn.BatchNorm1d(3).load_state_dict({"weight": np.ones(3, np.float32)})      # strict: missing keys
+
+
+def test_errors_torch_raises_for_degenerate_statistics():
+    """From a 1 500-case fuzz against torch: batch_norm in training with eps <= 0, and group_norm
+    when N * C / groups * spatial size is 1 (torch's check), raise as torch does."""
+    x = np.ones((2, 3, 4))
+    with pytest.raises(ValueError, match="eps must be positive during training"):
+        F.batch_norm(mg.tensor(x), mg.zeros(3, dtype=mg.float64), mg.ones(3, dtype=mg.float64), training=True,
+                     eps=0.0)
+    with pytest.raises(ValueError):
+        torch.nn.functional.batch_norm(torch.tensor(x), torch.zeros(3, dtype=torch.float64),
+                                       torch.ones(3, dtype=torch.float64), training=True, eps=0.0)
+    for shape, groups in (((1, 1), 1), ((1, 2, 1), 2)):
+        with pytest.raises(ValueError, match="more than 1 value per channel"):
+            F.group_norm(mg.tensor(np.ones(shape)), groups)
+        with pytest.raises(ValueError):
+            torch.nn.functional.group_norm(torch.ones(shape, dtype=torch.float64), groups)
+    assert F.group_norm(mg.tensor(np.arange(4.0).reshape(2, 2, 1)), 2).shape == (2, 2, 1)

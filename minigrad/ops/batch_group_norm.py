@@ -84,6 +84,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     dims = (0,) + tuple(range(2, x.ndim))
     if training:
         momentum = check_finite_scalar(op, "momentum", momentum)
+        if eps <= 0:
+            raise ValueError(f"{op}: eps must be positive during training, but got {eps}")
         n = x.size // C if C else 0
         if n <= 1:
             raise ValueError(f"{op}: expected more than 1 value per channel when training, got input of "
@@ -115,6 +117,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
     for name, t in (("weight", weight), ("bias", bias)):
         _check_channel_tensor(op, name, t, C, x.dtype)
     eps = check_finite_scalar(op, "eps", eps)
+    if N * C // G * math.prod(x.shape[2:]) == 1:     # torch's check (of N * C/G, not of a group's size)
+        raise ValueError(f"{op}: expected more than 1 value per channel when training, got input of shape "
+                         f"{tuple(x.shape)} and num_groups={G}")
     per_group = (C // G) * math.prod(x.shape[2:])
     y, _, _ = _normalize(input.reshape(N, G, per_group), (2,), eps)
     return _affine(y.reshape(x.shape), weight, bias)
