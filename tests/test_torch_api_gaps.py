@@ -401,8 +401,7 @@ def test_median_kthvalue_bad_input():
         mg.kthvalue(x, 1, 2)
     with pytest.raises(np.exceptions.AxisError):
         mg.median(x, -3)
-    with pytest.raises(ValueError, match="empty"):
-        mg.median(mg.ones(0))
+    assert np.isnan(float(mg.median(mg.ones(0))))      # torch's NaN for no elements
     with pytest.raises(ValueError, match="empty"):
         mg.median(mg.ones(2, 0), 1)
 

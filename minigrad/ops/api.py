@@ -288,8 +288,10 @@ def bmm(input, mat2):  # noqa: A002
 
 
 def square(input):  # noqa: A002
-    """torch.square: input * input."""
+    """torch.square: input * input (a bool input squares as int64, as torch)."""
     x = as_tensor(input)
+    if x.dtype == np.bool_:
+        x = x.to(np.int64)
     return x * x
 
 

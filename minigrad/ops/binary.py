@@ -537,7 +537,8 @@ def ldexp(input, other):  # noqa: A002
     floats = [x.dtype for x in (a, b) if isinstance(x, Tensor) and x.dtype.kind == "f"]
     dtype = floats[0] if floats else np.dtype(np.float32)
     if isinstance(b, Tensor):
-        b = pow(2.0, b) if b.dtype.kind == "f" else Tensor(np.exp2(b.data.astype(np.float64)).astype(dtype))
+        b = pow(2.0, b) if b.dtype.kind == "f" else \
+            Tensor(np.asarray(np.exp2(b.data.astype(np.float64)), dtype))
     else:
         b = 2.0 ** b
     if isinstance(a, Tensor) and a.dtype.kind != "f":
@@ -554,7 +555,7 @@ def heaviside(input, values):  # noqa: A002
     if x.dtype != v.dtype:
         raise TypeError(f"heaviside: input and values must have the same dtype, got {x.dtype} and {v.dtype}")
     a = run_broadcasting("heaviside", ",", lambda p, q: np.where(p == 0, q, p > 0), x.data, v.data)
-    return Tensor._from_op(np.ascontiguousarray(a.astype(x.dtype, copy=False)))
+    return Tensor._from_op(np.asarray(a.astype(x.dtype, copy=False), order="C"))
 
 
 def _integer_arrays(op, a, b):
@@ -568,13 +569,13 @@ def _integer_arrays(op, a, b):
 def gcd(input, other):  # noqa: A002
     """torch.gcd: the greatest common divisor (non-negative) of integer tensors; no grad."""
     a, b = _integer_arrays("gcd", input, other)
-    return Tensor._from_op(np.ascontiguousarray(run_broadcasting("gcd", ",", np.gcd, a, b)))
+    return Tensor._from_op(np.asarray(run_broadcasting("gcd", ",", np.gcd, a, b), order="C"))
 
 
 def lcm(input, other):  # noqa: A002
     """torch.lcm: the least common multiple (non-negative) of integer tensors; no grad."""
     a, b = _integer_arrays("lcm", input, other)
-    return Tensor._from_op(np.ascontiguousarray(run_broadcasting("lcm", ",", np.lcm, a, b)))
+    return Tensor._from_op(np.asarray(run_broadcasting("lcm", ",", np.lcm, a, b), order="C"))
 
 
 def _shift(op, ufunc, a, b):
@@ -589,7 +590,7 @@ def _shift(op, ufunc, a, b):
         out = run_broadcasting(op, ",", ufunc, x, np.clip(y, 0, bits - 1).astype(dtype))
         if ufunc is np.left_shift:
             out = np.where(y >= bits, 0, out)
-    return Tensor._from_op(np.ascontiguousarray(np.asarray(out).astype(dtype, copy=False)))
+    return Tensor._from_op(np.asarray(np.asarray(out).astype(dtype, copy=False), order="C"))
 
 
 def bitwise_left_shift(input, other):  # noqa: A002
@@ -609,4 +610,4 @@ def nextafter(input, other):  # noqa: A002
         raise TypeError(f"nextafter: expects tensors of one dtype, got {a.dtype} and {b.dtype}")
     dtype = (a if isinstance(a, Tensor) else b).dtype
     x, y = (np.asarray(array_of(v), dtype=dtype) for v in (a, b))
-    return Tensor._from_op(np.ascontiguousarray(run_broadcasting("nextafter", ",", np.nextafter, x, y)))
+    return Tensor._from_op(np.asarray(run_broadcasting("nextafter", ",", np.nextafter, x, y), order="C"))

@@ -132,6 +132,14 @@ def _nanmedian_index(a, d):
     return np.take_along_axis(order, np.broadcast_to(k, order.shape[:d] + (1,) + order.shape[d + 1:]), d)
 
 
+def _empty_median(op, x):
+    """The median of no elements: NaN for a float tensor, as torch (whose integer result is
+    arbitrary: an error here). Differentiable: x gets an empty gradient."""
+    if x.dtype.kind != "f":
+        raise ValueError(f"{op}: cannot compute the median of an empty {x.dtype} tensor")
+    return x.sum() * np.nan
+
+
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """torch.nanmedian: median ignoring NaN: of every element (0-d; NaN if all are NaN) or
     (values, indices) along `dim`; gradients as median's."""
@@ -139,7 +147,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     if dim is not None:
         return _pick("nanmedian", x, dim, keepdim, _nanmedian_index)
     if x.numel() == 0:
-        raise ValueError("nanmedian: cannot compute the median of an empty tensor")
+        return _empty_median("nanmedian", x)
     return MedianAll.apply(x, True)
 
 
@@ -151,7 +159,7 @@ def median(input, dim=None, keepdim=False):  # noqa: A002
     if dim is not None:
         return _pick("median", x, dim, keepdim, _median_index)
     if x.numel() == 0:
-        raise ValueError("median: cannot compute the median of an empty tensor")
+        return _empty_median("median", x)
     return MedianAll.apply(x, False)
 
 
