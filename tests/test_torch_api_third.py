@@ -1562,3 +1562,17 @@ def test_fuzz_findings_zero_d_results_square_of_bool_empty_median():
         assert x.grad.shape == (0, 3)
         with pytest.raises(ValueError, match="empty int64"):
             getattr(mg, name)(mg.tensor(np.zeros(0, np.int64)))
+
+
+@pytest.mark.parametrize("sa, sb, dims", [((0,), (0,), 1), ((2, 0), (0, 3), 1), ((0, 2), (2, 0), 1),
+                                          ((2, 3), (3, 0), 1), ((0,), (0,), 0)])
+def test_tensordot_and_inner_with_empty_dims_equal_torch(sa, sb, dims):
+    """Zero-size contracted or free dims (a reshape to (-1, 0) was ambiguous): torch's result, and
+    an empty contraction is 0."""
+    x, y = _rng(8).standard_normal(sa), _rng(9).standard_normal(sb)
+    got = mg.tensordot(mg.tensor(x), mg.tensor(y), dims).numpy()
+    want = torch.tensordot(torch.tensor(x), torch.tensor(y), dims).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if len(sa) == 1 and dims == 1:
+        assert float(mg.inner(mg.tensor(x), mg.tensor(y))) == 0.0

@@ -155,8 +155,9 @@ def tensordot(a, b, dims=2):
     fa = [d for d in range(a.ndim) if d not in da]
     fb = [d for d in range(b.ndim) if d not in db]
     k = int(np.prod([a.shape[d] for d in da]))
-    a2 = shape.permute(a, fa + da).reshape(-1, k)
-    b2 = shape.permute(b, db + fb).reshape(k, -1)
+    m, n = (int(np.prod([t.shape[d] for d in free])) for t, free in ((a, fa), (b, fb)))
+    a2 = shape.permute(a, fa + da).reshape(m, k)        # explicit sizes: -1 is ambiguous with 0
+    b2 = shape.permute(b, db + fb).reshape(k, n)
     return matmul(a2, b2).reshape(tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
 
 
