@@ -12,38 +12,7 @@ from minigrad.autograd import gradcheck
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-TOL = 1e-10
-
-
-def _rng(seed):
-    return np.random.default_rng(seed)
-
-
-def _leaf(a, dtype=np.float64):
-    return mg.tensor(np.asarray(a, dtype=dtype), requires_grad=True)
-
-
-def _tleaf(a):
-    return torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
-
-
-def _np(t):
-    return t.detach().numpy()
-
-
-def _parity(fn_mg, fn_t, arrays, seed=0, tol=TOL):
-    """Outputs and the grads of every non-None array agree (float64, random cotangent)."""
-    ms = [None if a is None else _leaf(a) for a in arrays]
-    ts = [None if a is None else _tleaf(a) for a in arrays]
-    ym, yt = fn_mg(*ms), fn_t(*ts)
-    assert ym.shape == tuple(yt.shape) and ym.dtype == np.float64
-    np.testing.assert_allclose(ym.data, _np(yt), rtol=tol, atol=tol)
-    g = _rng(seed + 1).standard_normal(tuple(yt.shape))
-    ym.backward(mg.tensor(g))
-    yt.backward(torch.tensor(g))
-    for i, (m, t) in enumerate(zip(ms, ts)):
-        if m is not None:
-            np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=tol, atol=tol, err_msg=f"arg {i}")
+from torch_parity import TOL, leaf as _leaf, np_of as _np, parity as _parity, rng as _rng, tleaf as _tleaf  # noqa: E402, I001
 
 
 # ---- group_norm ---------------------------------------------------------------------------------

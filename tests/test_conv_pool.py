@@ -14,49 +14,8 @@ from minigrad.autograd import gradcheck
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-TOL = 1e-10
+from torch_parity import TOL, leaf as _leaf, np_of as _np, parity as _parity, rng as _rng, tleaf as _tleaf  # noqa: E402, I001
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same':UserWarning")
-
-
-def _rng(seed):
-    return np.random.default_rng(seed)
-
-
-def _leaf(a, dtype=np.float64):
-    return mg.tensor(np.asarray(a, dtype=dtype), requires_grad=True)
-
-
-def _tleaf(a):
-    return torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
-
-
-def _np(t):
-    return t.detach().numpy()
-
-
-def _parity(fn_mg, fn_t, arrays, seed=0, tol=TOL, none=()):
-    """Run both on float64 copies of `arrays` (None stays None), compare outputs (NaN where torch's
-    are; int outputs exactly) and, through a random cotangent, the grads of every array."""
-    ms = [None if a is None else _leaf(a) for a in arrays]
-    ts = [None if a is None else _tleaf(a) for a in arrays]
-    ym, yt = fn_mg(*ms), fn_t(*ts)
-    if isinstance(yt, tuple):
-        for a, b in zip(ym[1:], yt[1:]):
-            assert a.dtype == np.int64 and np.array_equal(a.data, b.numpy()), (a.data, b.numpy())
-        ym, yt = ym[0], yt[0]
-    assert ym.shape == tuple(yt.shape)
-    assert ym.dtype == np.float64
-    np.testing.assert_allclose(ym.data, _np(yt), rtol=tol, atol=tol)
-    g = _rng(seed + 1).standard_normal(tuple(yt.shape))
-    ym.backward(mg.tensor(g))
-    yt.backward(torch.tensor(g))
-    for i, (m, t) in enumerate(zip(ms, ts)):
-        if m is None:
-            continue
-        assert m.grad is not None, f"no grad for argument {i}"
-        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=tol, atol=tol,
-                                   err_msg=f"grad of argument {i}")
-    return ym
 
 
 # ---- conv forward / backward against torch -------------------------------------------------------

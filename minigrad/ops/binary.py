@@ -107,16 +107,21 @@ class Pow(Function):
         return ga, gb
 
 
-class _Extremum(Function):
-    """y = maximum(a, b) (or minimum); g goes to each operand that does not lose, half on a tie."""
+class _UfuncBinary(Function):
+    """y = cls.ufunc(a, b), broadcast, both operands saved; subclasses give the backward."""
 
     ufunc = None
-    loses = None
 
     @classmethod
     def forward(cls, ctx, a, b):
         ctx.save_for_backward(a, b)
         return run_broadcasting(cls.__name__.lower(), ",", cls.ufunc, a, b)
+
+
+class _Extremum(_UfuncBinary):
+    """y = maximum(a, b) (or minimum); g goes to each operand that does not lose, half on a tie."""
+
+    loses = None
 
     @classmethod
     def backward(cls, ctx, g):
@@ -219,16 +224,11 @@ class Remainder(Function):
         return (g if need_a else None), gb
 
 
-class LogAddExp(Function):
+class LogAddExp(_UfuncBinary):
     """y = log(exp(a) + exp(b)) (numpy's overflow-free logaddexp; LogAddExp2 the same in base 2).
     Backward: ga = g / (1 + base^(b - a)), gb = g / (1 + base^(a - b))."""
 
     ufunc, power = staticmethod(np.logaddexp), staticmethod(np.exp)
-
-    @classmethod
-    def forward(cls, ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return run_broadcasting(cls.__name__.lower(), ",", cls.ufunc, a, b)
 
     @classmethod
     def backward(cls, ctx, g):
@@ -314,17 +314,11 @@ class Copysign(Function):
         return ga, (np.zeros_like(g) if ctx.needs_input_grad[1] else None)
 
 
-class _NanExtremum(Function):
+class _NanExtremum(_UfuncBinary):
     """y = fmax(a, b) (or fmin): a NaN loses to a number. g goes to a where a wins or ties or b is
     NaN (PyTorch), else to b."""
 
-    ufunc = None
     wins = None
-
-    @classmethod
-    def forward(cls, ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return run_broadcasting(cls.__name__.lower(), ",", cls.ufunc, a, b)
 
     @classmethod
     def backward(cls, ctx, g):
