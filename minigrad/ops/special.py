@@ -1,6 +1,6 @@
 """Vectorised erf / erfc / normal CDF on numpy arrays, accurate to a few ulps in float64.
 
-numpy has no erf, and scipy is not a dependency. Two pieces:
+numpy has no erf (scipy's is not used here: this one keeps float32 inputs in float32). Two pieces:
 
 * |z| < 0.5: the Taylor series erf(z) = 2/sqrt(pi) * sum_n (-1)^n z^(2n+1) / (n! (2n+1)), 14 terms
   (truncation < 1e-19 there).
@@ -14,6 +14,7 @@ numpy has no erf, and scipy is not a dependency. Two pieces:
 import math
 
 import numpy as np
+import scipy.special as _sp
 from numpy.polynomial import chebyshev
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -139,154 +140,72 @@ def ndtr(x):
     return np.where(x < 0, half_tail, 1.0 - half_tail)
 
 
-# ---- gamma family and erfinv -------------------------------------------------------------------
-# Evaluated in float64 (numpy has no lgamma / digamma; scipy is not a dependency): math.lgamma per
-# element, digamma and trigamma by the recurrence up to x >= 10 then their asymptotic series (error
-# < 1e-15 there), negative x by reflection. Poles follow torch: lgamma = inf at 0, -1, -2, ...;
-# digamma(+-0) = -+inf and nan at the negative integers; trigamma = inf at the poles.
-
-_LGAMMA = np.frompyfunc(math.lgamma, 1, 1)
+# ---- gamma family and erfinv: scipy.special (a dependency, for its BLAS too), with torch's values
+# where they differ: lgamma(-inf) = inf, polygamma(1, -inf) = nan, erfinv keeps the sign of a zero.
 
 
 def _f64(x):
     return np.asarray(x, dtype=np.float64)
 
 
-def _poles(x):
-    """x is 0 or a negative integer."""
-    return (x <= 0) & (np.floor(x) == x)
-
-
 def lgamma(x):
     """log|Gamma(x)|, elementwise (inf at the poles and at +-inf, as torch)."""
     x = _f64(x)
-    bad = _poles(x) | np.isinf(x)
-    safe = np.where(bad | np.isnan(x), 1.0, x)
-    out = np.asarray(_LGAMMA(safe), dtype=np.float64)
-    out = np.where(bad, np.inf, out)
-    return np.where(np.isnan(x), np.nan, out)
-
-
-def _shift_up(x, step):
-    """(x moved up to >= 10 by the recurrence, the sum of step(x_k) over the moves), x > 0."""
-    acc = np.zeros_like(x)
-    for _ in range(10):
-        low = x < 10.0
-        if not low.any():
-            break
-        acc += np.where(low, step(np.where(low, x, 1.0)), 0.0)
-        x = np.where(low, x + 1.0, x)
-    return x, acc
-
-
-def _digamma_pos(x):
-    x, acc = _shift_up(x, lambda v: -1.0 / v)
-    r = 1.0 / (x * x)
-    series = r * (1 / 12 - r * (1 / 120 - r * (1 / 252 - r * (1 / 240 - r * (1 / 132 - r * (
-        691 / 32760 - r / 12))))))
-    return acc + np.log(x) - 0.5 / x - series
+    return np.where(np.isneginf(x), np.inf, _sp.gammaln(x))
 
 
 def digamma(x):
-    """psi(x) = d/dx lgamma(x), elementwise (torch's values at the poles and infinities)."""
-    x = _f64(x)
-    with np.errstate(all="ignore"):
-        neg = x < 0
-        pos = np.where(neg, 1.0 - x, np.where(x == 0, 1.0, x))
-        pos = np.where(np.isfinite(pos), pos, 1.0)
-        out = _digamma_pos(pos)
-        out = np.where(neg, out - math.pi / np.tan(math.pi * x), out)
-        out = np.where(_poles(x) & (x < 0), np.nan, out)
-        out = np.where(x == 0, np.copysign(np.inf, -x), out)
-        out = np.where(np.isposinf(x), np.inf, out)
-        return np.where(np.isneginf(x) | np.isnan(x), np.nan, out)
-
-
-def _trigamma_pos(x):
-    x, acc = _shift_up(x, lambda v: 1.0 / (v * v))
-    r = 1.0 / (x * x)
-    tail = 1 / 6 - r * (1 / 30 - r * (1 / 42 - r * (1 / 30 - r * (5 / 66 - r * 691 / 2730))))
-    series = 1.0 / x + r / 2 + r / x * tail
-    return acc + series
+    """psi(x) = d/dx lgamma(x), elementwise (torch's values at the poles and infinities:
+    psi(+-0) = -+inf, nan at the negative integers and at -inf)."""
+    return _sp.psi(_f64(x))
 
 
 def trigamma(x):
-    """psi'(x) (polygamma(1, x)), elementwise: inf at the poles, 0 at +inf."""
-    x = _f64(x)
-    with np.errstate(all="ignore"):
-        neg = x < 0
-        pos = np.where(neg, 1.0 - x, np.where(x == 0, 1.0, x))
-        pos = np.where(np.isfinite(pos), pos, 1.0)
-        out = _trigamma_pos(pos)
-        out = np.where(neg, (math.pi / np.sin(math.pi * x)) ** 2 - out, out)
-        out = np.where(_poles(x), np.inf, out)
-        out = np.where(np.isposinf(x), 0.0, out)
-        return np.where(np.isneginf(x) | np.isnan(x), np.nan, out)
+    """psi'(x) (polygamma(1, x)), elementwise: inf at the poles, 0 at +inf, nan at -inf."""
+    return polygamma(1, x)
 
 
 def erfinv(y):
-    """The inverse of erf on [-1, 1] (+-inf at +-1, nan outside): Giles' single-precision
-    approximation refined by two Newton steps on erf (as torch does)."""
+    """The inverse of erf on [-1, 1] (+-inf at +-1, nan outside; -0 stays -0, as torch)."""
     y = _f64(y)
-    with np.errstate(all="ignore"):
-        w = -np.log((1.0 - y) * (1.0 + y))
-        small = w < 5.0
-        ws = np.where(small, w - 2.5, np.sqrt(np.where(small, 5.0, w)) - 3.0)
-        ps = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
-              -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
-        pl = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-              -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
-        p = np.where(small, ps[0], pl[0])
-        for a, b in zip(ps[1:], pl[1:]):
-            p = np.where(small, a, b) + p * ws
-        x = p * y
-        inside = np.abs(y) < 1
-        xi = np.where(inside, x, 0.0)
-        for _ in range(2):
-            xi = xi - (erf(xi) - np.where(inside, y, 0.0)) / (_TWO_OVER_SQRT_PI * np.exp(-xi * xi))
-        out = np.where(inside, xi, np.nan)
-        return np.where(np.abs(y) == 1, np.copysign(np.inf, y), out)
+    return np.where(y == 0, y, _sp.erfinv(y))
 
 
-# Bernoulli numbers B_2j, j = 1..8, for the Euler-Maclaurin tail of the Hurwitz zeta function
-_B2J = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
+REFLECT_BELOW = 64.0
 
 
-def _hurwitz_zeta(s, q):
-    """zeta(s, q) = sum_k (q + k)^-s for an integer s >= 2 and real q off the poles: the first terms
-    summed until q + k >= 10 + s, then the Euler-Maclaurin formula (error < 1e-15 relative)."""
-    target = 10.0 + s
-    acc = np.zeros_like(q)
-    while True:
-        low = q < target
-        if not low.any():
-            break
-        acc += np.where(low, np.where(low, q, 1.0) ** -s, 0.0)
-        q = np.where(low, q + 1.0, q)
-    tail = q ** (1.0 - s) / (s - 1) + 0.5 * q ** -s
-    rising, fact = float(s), 2.0                 # s (s + 1) ... (s + 2j - 2) and (2j)!
-    power = q ** (-s - 1.0)
-    for j, b in enumerate(_B2J, start=1):
-        tail += b / fact * rising * power
-        rising *= (s + 2 * j - 1) * (s + 2 * j)
-        fact *= (2 * j + 1) * (2 * j + 2)
-        power = power / (q * q)
-    return acc + tail
+def _cot_pi(r):
+    """cot(pi r) for r in [-1/2, 1/2], accurate near +-1/2 too (where it is tan(pi (1/2 - |r|)),
+    1/2 - |r| exact) as well as near 0 (1 / tan(pi r))."""
+    near_zero = np.abs(r) < 0.25
+    with np.errstate(divide="ignore"):
+        return np.where(near_zero, 1.0 / np.tan(math.pi * r),
+                        np.sign(r) * np.tan(math.pi * (0.5 - np.abs(r))))
+
+
+def _cot_derivative_poly(n):
+    """P_n with d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x)): P_0(c) = c, P_k+1 = -(1 + c^2) P_k'."""
+    poly = np.polynomial.Polynomial([0.0, 1.0])
+    for _ in range(n):
+        poly = -np.polynomial.Polynomial([1.0, 0.0, 1.0]) * poly.deriv()
+    return poly
 
 
 def polygamma(n, x):
-    """psi^(n)(x), the n-th derivative of digamma (n = 0: digamma), elementwise:
-    (-1)^(n+1) n! zeta(n + 1, x) for n >= 1; +-inf at the poles (the sign of torch's), 0 at +inf."""
+    """psi^(n)(x), the n-th derivative of digamma (n = 0: digamma), elementwise: +-inf at the poles
+    (the sign of torch's), 0 at +inf (the limit; torch gives nan for n >= 2). x < -REFLECT_BELOW
+    by reflection, psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)): scipy's Hurwitz
+    zeta walks up to q > 0 one step at a time (0.3 s at x = -1e7); nearer 0 that walk is cheap and
+    exact, where the reflection's two terms can cancel."""
+    x = _f64(x)
     if n == 0:
         return digamma(x)
-    if n == 1:
-        return trigamma(x)
-    x = _f64(x)
     with np.errstate(all="ignore"):
-        pole = _poles(x)
-        bad = pole | ~np.isfinite(x)
-        z = _hurwitz_zeta(n + 1, np.where(bad, 1.0, x))
-        out = (-1.0) ** (n + 1) * math.factorial(n) * z
-        out = np.where(pole | np.isneginf(x), (-1.0) ** (n + 1) * np.inf, out)    # -inf as torch
-        out = np.where(np.isposinf(x), 0.0, out)
-        return np.where(np.isnan(x), np.nan, out)
+        neg = np.isfinite(x) & (x < -REFLECT_BELOW) & (np.floor(x) != x)
+        out = _sp.polygamma(n, np.where(neg, 1.0, x))
+        if neg.any():
+            xn = x[neg]
+            cot = _cot_pi(xn - np.round(xn))
+            out[neg] = (-1.0) ** n * _sp.polygamma(n, 1.0 - xn) - math.pi ** (n + 1) * \
+                _cot_derivative_poly(n)(cot)
+    return np.where(np.isneginf(x), np.nan, out) if n == 1 else out
