@@ -190,12 +190,8 @@ def _conv(op, d, input, weight, bias, stride, padding, dilation, groups):  # noq
     groups = int(groups)
     if groups < 1:
         raise ValueError(f"{op}: non-positive groups is not supported, got groups={groups}")
-    stride = ntuple(op, "stride", stride, d)
-    if any(s < 1 for s in stride):
-        raise ValueError(f"{op}: non-positive stride is not supported, got stride={stride}")
-    dilation = ntuple(op, "dilation", dilation, d)
-    if any(s < 1 for s in dilation):
-        raise ValueError(f"{op}: dilation should be greater than zero, got dilation={dilation}")
+    stride = ntuple(op, "stride", stride, d, low=1)
+    dilation = ntuple(op, "dilation", dilation, d, low=1)
     O, Cg = w.shape[:2]
     k = w.shape[2:]
     C = x.shape[-d - 1]

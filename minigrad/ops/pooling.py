@@ -40,19 +40,11 @@ def _check_input(op, x, d):
 
 
 def _geometry(op, x, d, kernel_size, stride, padding, dilation, ceil_mode, max_pool):
-    k = ntuple(op, "kernel_size", kernel_size, d)
-    if any(v < 1 for v in k):
-        raise ValueError(f"{op}: kernel_size must be greater than zero, got {kernel_size!r}")
+    k = ntuple(op, "kernel_size", kernel_size, d, low=1)
     s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else \
-        ntuple(op, "stride", stride, d)
-    if any(v < 1 for v in s):
-        raise ValueError(f"{op}: stride must be greater than zero, got {stride!r}")
-    p = ntuple(op, "padding", padding, d)
-    if any(v < 0 for v in p):
-        raise ValueError(f"{op}: pad must be non-negative, got {padding!r}")
-    dl = ntuple(op, "dilation", dilation, d)
-    if any(v < 1 for v in dl):
-        raise ValueError(f"{op}: dilation must be greater than zero, got {dilation!r}")
+        ntuple(op, "stride", stride, d, low=1)
+    p = ntuple(op, "padding", padding, d, low=0)
+    dl = ntuple(op, "dilation", dilation, d, low=1)
     for kk, pp in zip(k, p):
         if pp > kk // 2:            # torch's rule for both poolings, whatever the dilation
             raise ValueError(f"{op}: pad should be at most half of kernel size, but got pad={pp} and "
