@@ -385,8 +385,11 @@ ERRORS = {  # name -> (command and arguments from the paths, message)
 
 
 @pytest.mark.parametrize("case", sorted(ERRORS))
-def test_errors_are_one_line(bad, capsys, case):
+def test_errors_are_one_line(bad, capsys, monkeypatch, case):
     argv, message = ERRORS[case]
+    # a vocabulary path as if the `rwkv` package were installed, so the .pth case reaches the weights
+    # (without the package the CLI stops first at the missing tokenizer: the test below)
+    monkeypatch.setattr(pretrained, "default_rwkv_vocab", lambda: "/nonexistent/rwkv_vocab.txt")
     argv = argv(bad)
     if argv[0] == "sample":
         argv += ["--tokens", "2"]

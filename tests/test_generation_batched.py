@@ -322,7 +322,7 @@ def test_streamer_calls_match_transformers(hf_pair):
 def test_penalty_ignores_pads_as_transformers_processor():
     """prompt_tokens + penalize_repetition = RepetitionPenaltyLogitsProcessor(prompt_ignore_length=pads)."""
     torch = pytest.importorskip("torch")
-    from transformers import RepetitionPenaltyLogitsProcessor
+    RepetitionPenaltyLogitsProcessor = pytest.importorskip("transformers").RepetitionPenaltyLogitsProcessor
     ids, mask = left_padded(PROMPTS, pad_ids=[1, 2, 3, 4])
     pads = left_padding(mask, ids.shape)
     logits = np.random.default_rng(0).standard_normal((len(ids), V))
