@@ -19,7 +19,7 @@ from minigrad.kernels import wkv7 as _wkv
 from minigrad.kernels.validate import check_finite_scalar, check_float, check_int
 from minigrad.ops._common import rows
 
-WKV7_CHUNK = 16            # backward checkpoint interval (steps)
+WKV7_CHUNK = 32            # backward checkpoint interval (steps; docs/rwkv7_kernels.md)
 GROUP_NORM_EPS = 64e-5     # ln_x eps: 1e-5 * head_size_divisor**2 with divisor 8 (official)
 
 # Positional order of the time-mix parameters (official names, suffix after `blocks.{i}.att.`).
