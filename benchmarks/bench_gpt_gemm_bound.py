@@ -11,6 +11,7 @@ Prints per shape the ms of the three products and their GFLOP/s, then the step's
 of that config can read a higher MFU on this machine with these GEMMs.
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -73,19 +74,31 @@ def sgemm_rate(square, reps=3):
     return 2 * square.shape[0] ** 3 / best_seconds(lambda: blas.gemm(square, square), reps) / 1e9
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+@contextlib.contextmanager
+def bound_run(description, header):
+    """The command line (--configs, --threads, --reps) and the measuring state both bound scripts
+    share: yields (args, rng, best, remeasure) with BLAS on --threads threads; best["rate"] is the
+    highest 2048^3 sgemm GFLOP/s read so far and remeasure() reads it again."""
+    from minigrad.threads import set_num_threads
+
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--configs", default="small,medium")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=8)
     args = ap.parse_args()
+    set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     square = rng.standard_normal((2048, 2048), dtype=np.float32)
     print(f"blas backend {blas.backend()}, {args.threads} threads, best of {args.reps}")
-    print("config    d_in -> d_out  count   fwd ms    gx ms    gW ms  GFLOP/s")
+    print(header)
     with threadpool_limits(args.threads, user_api="blas"):
         best = {"rate": max(sgemm_rate(square) for _ in range(2))}
-        remeasure = lambda: best.update(rate=max(best["rate"], sgemm_rate(square)))  # noqa: E731
+        yield args, rng, best, lambda: best.update(rate=max(best["rate"], sgemm_rate(square)))
+
+
+def main():
+    header = "config    d_in -> d_out  count   fwd ms    gx ms    gW ms  GFLOP/s"
+    with bound_run(__doc__.splitlines()[0], header) as (args, rng, best, remeasure):
         for name in args.configs.split(","):
             c = CONFIGS[name]
             gemm_seconds, gemm_flops = linears_seconds(rng, name, c["B"] * c["T"], linear_shapes(c),

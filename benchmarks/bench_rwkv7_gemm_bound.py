@@ -14,7 +14,6 @@ Prints the step's GEMM time and two bounds, model FLOPs (bench_rwkv7's count) / 
 rate: `GEMM bound` with only the GEMMs timed, `GEMM+WKV bound` with the WKV7 kernel added. No
 step of that config reads a higher MFU on this machine with these GEMMs and this kernel.
 """
-import argparse
 import os
 import sys
 from functools import partial
@@ -26,10 +25,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_gpt_gemm_bound import best_seconds, linears_seconds, sgemm_rate  # noqa: E402
+from bench_gpt_gemm_bound import best_seconds, bound_run, linears_seconds  # noqa: E402
 from bench_rwkv7 import CONFIGS, model_config, training_flops  # noqa: E402
 from bench_wkv7_kernel import inputs as wkv_inputs  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
 
 from minigrad import blas  # noqa: E402
 from minigrad.ops.rwkv7 import _wkv7_backward, _wkv7_forward  # noqa: E402
@@ -68,21 +66,8 @@ def wkv_seconds(B, T, H, N, reps):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default="small,medium")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=8)
-    args = ap.parse_args()
-    from minigrad.threads import set_num_threads
-
-    set_num_threads(args.threads)
-    rng = np.random.default_rng(0)
-    square = rng.standard_normal((2048, 2048), dtype=np.float32)
-    print(f"blas backend {blas.backend()}, {args.threads} threads, best of {args.reps}")
-    print("config   product               count   fwd ms    gx ms    gW ms  GFLOP/s")
-    with threadpool_limits(args.threads, user_api="blas"):
-        best = {"rate": max(sgemm_rate(square) for _ in range(2))}
-        remeasure = lambda: best.update(rate=max(best["rate"], sgemm_rate(square)))  # noqa: E731
+    header = "config   product               count   fwd ms    gx ms    gW ms  GFLOP/s"
+    with bound_run(__doc__.splitlines()[0], header) as (args, rng, best, remeasure):
         for name in args.configs.split(","):
             c, cfg = CONFIGS[name], model_config(name)
             M, C, L = c["B"] * c["T"], cfg.d_model, cfg.n_layer

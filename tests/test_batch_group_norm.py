@@ -106,6 +106,17 @@ def _pair(cls_name, *args, **kw):
             getattr(torch.nn, cls_name)(*args, **kw, dtype=torch.float64))
 
 
+def _step_matches(ours, ref, x, g):
+    """One forward on x and backward of g through both modules: outputs, input grads and states agree."""
+    X, tX = _leaf(x), _tleaf(x)
+    y, ty = ours(X), ref(tX)
+    np.testing.assert_allclose(y.data, _np(ty), rtol=TOL, atol=TOL)
+    y.backward(mg.tensor(g))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(X.grad.data, tX.grad.numpy(), rtol=1e-9, atol=1e-9)
+    _same_state(ours, ref)
+
+
 def _same_state(ours, ref, tol=1e-12):
     sd, tsd = ours.state_dict(), ref.state_dict()
     assert list(sd) == list(tsd)
@@ -128,14 +139,7 @@ def test_batchnorm_module_train_eval_matches_torch(cls_name, shape, momentum):
     ours.load_state_dict(ref.state_dict())
     for step in range(3):                                   # training: batch statistics
         x = r.standard_normal(shape) * (step + 1) + step
-        X, tX = _leaf(x), _tleaf(x)
-        y, ty = ours(X), ref(tX)
-        np.testing.assert_allclose(y.data, _np(ty), rtol=TOL, atol=TOL)
-        g = r.standard_normal(shape)
-        y.backward(mg.tensor(g))
-        ty.backward(torch.tensor(g))
-        np.testing.assert_allclose(X.grad.data, tX.grad.numpy(), rtol=1e-9, atol=1e-9)
-        _same_state(ours, ref)
+        _step_matches(ours, ref, x, r.standard_normal(shape))
     assert int(ours.num_batches_tracked.item()) == 3
     np.testing.assert_allclose(ours.weight.grad.data, ref.weight.grad.numpy(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(ours.bias.grad.data, ref.bias.grad.numpy(), rtol=1e-9, atol=1e-9)
@@ -236,14 +240,7 @@ def test_instance_norm_module_matches_torch(cls_name, shape, kw):
         getattr(ours, mode)()
         getattr(ref, mode)()
         x = r.standard_normal(shape) * 2 + 1
-        X, tX = _leaf(x), _tleaf(x)
-        y, ty = ours(X), ref(tX)
-        np.testing.assert_allclose(y.data, _np(ty), rtol=TOL, atol=TOL)
-        g = r.standard_normal(shape)
-        y.backward(mg.tensor(g))
-        ty.backward(torch.tensor(g))
-        np.testing.assert_allclose(X.grad.data, tX.grad.numpy(), rtol=1e-9, atol=1e-9)
-        _same_state(ours, ref)
+        _step_matches(ours, ref, x, r.standard_normal(shape))
 
 
 def test_instance_norm_gradcheck():

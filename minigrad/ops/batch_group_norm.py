@@ -38,6 +38,30 @@ def _check_channel_tensor(op, name, t, C, dtype, required=False):
         raise ValueError(f"{op}: {name} should contain {C} elements, got shape {tuple(t.shape)}")
 
 
+def _check_channel_tensors(op, x, running_mean, running_var, weight, bias, need_running):
+    """The four optional (C,) tensors of batch_norm / instance_norm; the running pair is required
+    when normalising with it (need_running)."""
+    C = x.shape[1]
+    for name, t, required in (("running_mean", running_mean, need_running),
+                              ("running_var", running_var, need_running),
+                              ("weight", weight, False), ("bias", bias, False)):
+        _check_channel_tensor(op, name, t, C, x.dtype, required)
+
+
+def _running_normalize(input, running_mean, running_var, eps):
+    """(input - running_mean) / sqrt(running_var + eps), per channel (evaluation mode)."""
+    ndim = input.ndim
+    return (input - _per_channel(running_mean, ndim)) * _per_channel((running_var + eps).rsqrt(), ndim)
+
+
+def _update_running_pair(running_mean, running_var, mean, unbiased_var, momentum):
+    """Both running statistics (each may be None) moved towards the (C,) batch mean / unbiased var."""
+    if running_mean is not None:
+        _update_running(running_mean, mean, momentum)
+    if running_var is not None:
+        _update_running(running_var, unbiased_var, momentum)
+
+
 def _per_channel(t, ndim):
     """A (C,) tensor shaped (C, 1, ...) to broadcast against (N, C, *spatial) of `ndim` dims."""
     return t.reshape((t.shape[0],) + (1,) * (ndim - 2))
@@ -76,10 +100,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     op = "batch_norm"
     x = _check_input(op, input)
     C = x.shape[1]
-    for name, t, required in (("running_mean", running_mean, not training),
-                              ("running_var", running_var, not training),
-                              ("weight", weight, False), ("bias", bias, False)):
-        _check_channel_tensor(op, name, t, C, x.dtype, required)
+    _check_channel_tensors(op, x, running_mean, running_var, weight, bias, not training)
     eps = check_finite_scalar(op, "eps", eps)
     dims = (0,) + tuple(range(2, x.ndim))
     if training:
@@ -91,13 +112,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"{op}: expected more than 1 value per channel when training, got input of "
                              f"shape {tuple(x.shape)}")
         y, mean, var = _normalize(input, dims, eps)
-        if running_mean is not None:
-            _update_running(running_mean, mean.reshape(C), momentum)
-        if running_var is not None:
-            _update_running(running_var, var.reshape(C) * (n / (n - 1)), momentum)
+        _update_running_pair(running_mean, running_var, mean.reshape(C), var.reshape(C) * (n / (n - 1)),
+                             momentum)
     else:
-        invstd = (running_var + eps).rsqrt()
-        y = (input - _per_channel(running_mean, x.ndim)) * _per_channel(invstd, x.ndim)
+        y = _running_normalize(input, running_mean, running_var, eps)
     return _affine(y, weight, bias)
 
 
@@ -134,10 +152,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     op = "instance_norm"
     x = _check_input(op, input, 3)
     C = x.shape[1]
-    for name, t, required in (("running_mean", running_mean, not use_input_stats),
-                              ("running_var", running_var, not use_input_stats),
-                              ("weight", weight, False), ("bias", bias, False)):
-        _check_channel_tensor(op, name, t, C, x.dtype, required)
+    _check_channel_tensors(op, x, running_mean, running_var, weight, bias, not use_input_stats)
     eps = check_finite_scalar(op, "eps", eps)
     dims = tuple(range(2, x.ndim))
     if use_input_stats:
@@ -148,10 +163,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                              f"{tuple(x.shape)}")
         y, mean, var = _normalize(input, dims, eps)
         N = x.shape[0]
-        if running_mean is not None and N:
-            _update_running(running_mean, mean.reshape(N, C).mean(0), momentum)
-        if running_var is not None and N:
-            _update_running(running_var, (var.reshape(N, C) * (n / (n - 1))).mean(0), momentum)
+        if N:      # the batch mean of the instances' statistics
+            _update_running_pair(running_mean, running_var, mean.reshape(N, C).mean(0),
+                                 (var.reshape(N, C) * (n / (n - 1))).mean(0), momentum)
     else:
-        y = (input - _per_channel(running_mean, x.ndim)) * _per_channel((running_var + eps).rsqrt(), x.ndim)
+        y = _running_normalize(input, running_mean, running_var, eps)
     return _affine(y, weight, bias)

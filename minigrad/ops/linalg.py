@@ -337,6 +337,14 @@ def _singular(op):
                         "could not be completed")
 
 
+def _or_singular(op, fn, a):
+    """fn(a) (a numpy.linalg factorisation), its LinAlgError raised as `_singular(op)`."""
+    try:
+        return fn(a)
+    except np.linalg.LinAlgError:
+        raise _singular(op) from None
+
+
 def _mT(a):
     return np.swapaxes(a, -1, -2)
 
@@ -346,10 +354,7 @@ class Inverse(Function):
 
     @staticmethod
     def forward(ctx, a):
-        try:
-            y = np.linalg.inv(a)
-        except np.linalg.LinAlgError:
-            raise _singular("inverse") from None
+        y = _or_singular("inverse", np.linalg.inv, a)
         ctx.save_for_backward(y)
         return y
 
@@ -410,10 +415,7 @@ class Cholesky(Function):
 
     @staticmethod
     def forward(ctx, a):
-        try:
-            lower = np.linalg.cholesky(a)
-        except np.linalg.LinAlgError:
-            raise _singular("cholesky") from None
+        lower = _or_singular("cholesky", np.linalg.cholesky, a)
         ctx.save_for_backward(lower)
         return lower
 

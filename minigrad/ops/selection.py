@@ -143,24 +143,23 @@ def _empty_median(op, x):
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """torch.nanmedian: median ignoring NaN: of every element (0-d; NaN if all are NaN) or
     (values, indices) along `dim`; gradients as median's."""
-    x = as_tensor(input)
-    if dim is not None:
-        return _pick("nanmedian", x, dim, keepdim, _nanmedian_index)
-    if x.numel() == 0:
-        return _empty_median("nanmedian", x)
-    return MedianAll.apply(x, True)
+    return _median("nanmedian", input, dim, keepdim, _nanmedian_index, True)
 
 
 def median(input, dim=None, keepdim=False):  # noqa: A002
     """torch.median: the lower median (the ((n - 1) // 2)-th smallest, not the mean of the middle
     two). median(x) is a 0-d tensor (NaN if x holds a NaN); median(x, dim) gives (values, indices)
     along `dim`, a slice with a NaN giving NaN at its first NaN. Gradients: see the module docstring."""
+    return _median("median", input, dim, keepdim, _median_index, False)
+
+
+def _median(op, input, dim, keepdim, index_fn, skip_nan):  # noqa: A002
     x = as_tensor(input)
     if dim is not None:
-        return _pick("median", x, dim, keepdim, _median_index)
+        return _pick(op, x, dim, keepdim, index_fn)
     if x.numel() == 0:
-        return _empty_median("median", x)
-    return MedianAll.apply(x, False)
+        return _empty_median(op, x)
+    return MedianAll.apply(x, skip_nan)
 
 
 def masked_select(input, mask):  # noqa: A002
