@@ -52,7 +52,7 @@ def lora_seconds(rng, M, C, dims, reps):
             t += best_seconds(product, reps)
     t += best_seconds(lambda: blas.gemm_batch([(h, gz, True, False) for h in hs]), reps)
     t += best_seconds(lambda: blas.gemm_batch([(x, h, True, False) for h in hs]), reps)
-    flops = sum(4 * 2 * M * C * D for D in dims)
+    flops = sum(6 * 2 * M * C * D for D in dims)    # six products of 2 M C D each per LoRA
     return t, flops
 
 
