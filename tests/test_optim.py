@@ -278,7 +278,8 @@ HYPER = dict(lr=3e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 
 
 @pytest.mark.parametrize("amsgrad", [False, True])
-@pytest.mark.parametrize("n", [1, 17, 100_003])  # 100_003 spans several parallel chunks
+# 8_193 and 40_001: below two full chunks, split once per thread; 100_003: several full chunks
+@pytest.mark.parametrize("n", [1, 17, 8_191, 8_193, 40_001, 100_003])
 def test_kernel_matches_numpy_fp64(n, amsgrad):
     kern = _adam_arrays(n, F64, amsgrad=amsgrad)
     ref = [a.copy() for a in kern]
@@ -303,16 +304,19 @@ def test_kernel_is_bit_reproducible_across_runs_and_thread_counts():
     before = mg.get_num_threads()
     results = []
     try:
-        for threads in (1, 2, 2):
-            mg.set_num_threads(threads)
-            arrays = _adam_arrays(300_001, np.float32, seed=3)
-            for step in (1, 2):
-                adamw_step(*arrays, **HYPER, step=step)
-            results.append(arrays[0])
+        for n in (300_001, 40_001):     # full chunks; a split smaller parameter
+            for threads in (1, 2, 2, 3):
+                mg.set_num_threads(threads)
+                arrays = _adam_arrays(n, np.float32, seed=3)
+                for step in (1, 2):
+                    adamw_step(*arrays, **HYPER, step=step)
+                results.append(arrays[0])
     finally:
         mg.set_num_threads(before)
-    for r in results[1:]:
+    for r in results[1:4]:
         np.testing.assert_array_equal(r, results[0])
+    for r in results[5:]:
+        np.testing.assert_array_equal(r, results[4])
 
 
 def test_kernel_handles_empty_arrays():

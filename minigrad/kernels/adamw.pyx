@@ -19,11 +19,16 @@ from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport isfinite
 
+from minigrad.kernels._openmp cimport omp_get_max_threads
+
 import numpy as np
 
 from minigrad.kernels.validate import check_finite_scalar, check_float
 
 cdef Py_ssize_t CHUNK = 1 << 15
+# A parameter below 2 CHUNK but of at least this many elements is split in as many chunks as there
+# are threads (RWKV-7's 384 x 64 LoRA matrices would otherwise run on one thread).
+cdef Py_ssize_t SPLIT_MIN = 1 << 13
 FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
@@ -53,7 +58,11 @@ cdef inline void adamw_step_range(floating* p, const floating* g, floating* m, f
 cdef void adamw_step_all(floating* p, const floating* g, floating* m, floating* v, floating* vmax,
                          Py_ssize_t n, double lr, double beta1, double beta2, double eps,
                          double weight_decay, long step) noexcept nogil:
-    cdef Py_ssize_t nchunks = (n + CHUNK - 1) // CHUNK
+    cdef Py_ssize_t chunk = CHUNK
+    cdef Py_ssize_t nthreads = omp_get_max_threads()
+    if n < 2 * CHUNK and n >= SPLIT_MIN and nthreads > 1:
+        chunk = ((n + nthreads - 1) // nthreads + 15) // 16 * 16      # 64-byte multiples
+    cdef Py_ssize_t nchunks = (n + chunk - 1) // chunk
     cdef Py_ssize_t c
     cdef double bc1 = 1.0 - beta1 ** step
     cdef double bc2 = 1.0 - beta2 ** step
@@ -69,7 +78,7 @@ cdef void adamw_step_all(floating* p, const floating* g, floating* m, floating* 
         adamw_step_range(p, g, m, v, vmax, 0, n, decay, w1, w1_small, b2, w2, bc2_sqrt, eps_, neg_step)
         return
     for c in prange(nchunks, schedule="dynamic"):  # balances threads on a busy machine
-        adamw_step_range(p, g, m, v, vmax, c * CHUNK, min((c + 1) * CHUNK, n),
+        adamw_step_range(p, g, m, v, vmax, c * chunk, min((c + 1) * chunk, n),
                          decay, w1, w1_small, b2, w2, bc2_sqrt, eps_, neg_step)
 
 
