@@ -61,7 +61,7 @@ cdef void adamw_step_all(floating* p, const floating* g, floating* m, floating* 
     cdef Py_ssize_t chunk = CHUNK
     cdef Py_ssize_t nthreads = omp_get_max_threads()
     if n < 2 * CHUNK and n >= SPLIT_MIN and nthreads > 1:
-        chunk = ((n + nthreads - 1) // nthreads + 15) // 16 * 16      # 64-byte multiples
+        chunk = ((n + nthreads - 1) // nthreads + 15) // 16 * 16      # whole 16-element blocks
     cdef Py_ssize_t nchunks = (n + chunk - 1) // chunk
     cdef Py_ssize_t c
     cdef double bc1 = 1.0 - beta1 ** step
