@@ -52,14 +52,21 @@ def timed(fn, steps, warmup):
 
 
 # ----------------------------------------------------------------------------- minigrad
+def model_config(c):
+    """The GPTConfig of a CONFIGS entry (vocab 256, tied head, max_seq_len T)."""
+    from minigrad.models import GPTConfig
+
+    return GPTConfig(vocab_size=VOCAB, d_model=c["d_model"], n_layer=c["n_layer"], n_head=c["n_head"],
+                     ffn_hidden=c["ffn_hidden"], max_seq_len=c["T"])
+
+
 def minigrad_step(c):
     import minigrad as mg
     from minigrad import functional as F
-    from minigrad.models import GPT, GPTConfig
+    from minigrad.models import GPT
 
     mg.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=VOCAB, d_model=c["d_model"], n_layer=c["n_layer"], n_head=c["n_head"],
-                          ffn_hidden=c["ffn_hidden"], max_seq_len=c["T"]))
+    model = GPT(model_config(c))
     opt = mg.optim.AdamW(model.parameters(), lr=1e-4)
     rng = np.random.default_rng(0)
     x = rng.integers(0, VOCAB, (c["B"], c["T"]))

@@ -38,12 +38,10 @@ def _model_shapes(name):
         from minigrad.models import RWKV7
         model = RWKV7(model_config("medium"))
     else:
-        from bench_gpt import CONFIGS, VOCAB
+        from bench_gpt import CONFIGS, model_config
 
-        from minigrad.models import GPT, GPTConfig
-        c = CONFIGS["medium"]
-        model = GPT(GPTConfig(vocab_size=VOCAB, d_model=c["d_model"], n_layer=c["n_layer"],
-                              n_head=c["n_head"], ffn_hidden=c["ffn_hidden"], max_seq_len=c["T"]))
+        from minigrad.models import GPT
+        model = GPT(model_config(CONFIGS["medium"]))
     return [p.shape for p in model.parameters()]
 
 
