@@ -112,10 +112,10 @@ def kernel_calls(dt, seed=0):
         swiglu.swiglu_backward, A(r(N, F)), S(r(N, F)), S(r(N, F)), SO(e(N, F)), SO(e(N, F))
     )
     calls["channel_mix.relu_square_forward"] = Call(
-        channel_mix.relu_square_forward, A(r(N, F)), O(e(N, F)), O(e(N, F))
+        channel_mix.relu_square_forward, A(r(N, F)), O(e(N, F))
     )
     calls["channel_mix.relu_square_backward"] = Call(
-        channel_mix.relu_square_backward, O(r(N, F)), A(np.maximum(r(N, F), 0)), O(e(N, F))
+        channel_mix.relu_square_backward, O(r(N, F)), A(np.maximum(r(N, F), 0))
     )
 
     # embedding / x[int_array] backward: V rows scatter-added from N

@@ -47,7 +47,8 @@ def test_raw_kernel_with_none_for_an_array_raises_instead_of_segfaulting():
     "fn, args",
     [
         # fuzz case: swiglu/relu_square with a short second operand read past its end
-        ("channel_mix.relu_square_forward", "np.ones((4, 5)), np.ones((1, 5)), np.empty((4, 5))"),
+        ("channel_mix.relu_square_forward", "np.ones((4, 5)), np.empty((1, 5))"),
+        ("channel_mix.relu_square_backward", "np.ones((4, 5)), np.ones((1, 5))"),
         # fuzz case: token_shift_forward x dim0_plus_1 ("malloc(): invalid size": heap overwrite)
         (
             "token_shift.token_shift_forward",

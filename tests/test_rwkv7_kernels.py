@@ -68,6 +68,23 @@ def test_channel_mix_fp32_matches_fp64():
         assert np.abs(a32 - a64).max() <= 1e-4 * np.abs(a64).max()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_square_backward_from_saved_square_is_exact(dtype):
+    """The backward gets relu(h) back as sqrt(relu(h)^2): exact (IEEE sqrt of a correctly rounded
+    square) over magnitudes 1e-18 .. 1e18, zero where h <= 0."""
+    from minigrad.kernels import channel_mix
+    rng = np.random.default_rng(7)
+    h = (rng.choice([-1.0, 1.0], (64, 33)) * 10.0 ** rng.uniform(-18, 18, (64, 33))).astype(dtype)
+    h[0, :5] = [0.0, -0.0, 1.0, -1.0, np.finfo(dtype).tiny ** 0.5 * 4]
+    ga = rng.standard_normal(h.shape).astype(dtype)
+    a = h.copy()
+    channel_mix.relu_square_forward(a, a)
+    np.testing.assert_array_equal(a, np.maximum(h, 0) * np.maximum(h, 0))
+    g = ga.copy()
+    channel_mix.relu_square_backward(g, a)
+    np.testing.assert_array_equal(g, 2 * ga * np.maximum(h, 0))
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (3, 5), (2, 3, 7), (4, 64)])
 def test_layer_norm_matches_reference_and_gradchecks(shape):
     rng = np.random.default_rng(len(shape))

@@ -386,11 +386,10 @@ def channel_mix_forward(x, shift_state, x_k, key_weight, value_weight):
     xs = np.empty((1, B, T, C), x.dtype)
     _ts.token_shift_forward(x, shift, mu, xs)
     xk = xs.reshape(B * T, C)
-    p = gemm(xk, key_weight, trans_b=True)   # h, then relu(h) in place
-    act = np.empty_like(p)
-    _cm.relu_square_forward(p, p, act)
+    act = gemm(xk, key_weight, trans_b=True)   # h, then relu(h)^2 in place
+    _cm.relu_square_forward(act, act)
     out = gemm(act, value_weight, trans_b=True).reshape(B, T, C)
-    return out, x[:, -1].copy(), (x, shift, mu, xk, key_weight, value_weight, p)
+    return out, x[:, -1].copy(), (x, shift, mu, xk, key_weight, value_weight, act)
 
 
 class RWKV7ChannelMix(Function):
@@ -417,16 +416,14 @@ class RWKV7ChannelMix(Function):
 
     @staticmethod
     def backward(ctx, gout, gnew_shift):
-        x, shift, mu, xk, key_weight, value_weight, p = ctx.saved_tensors
+        x, shift, mu, xk, key_weight, value_weight, act = ctx.saved_tensors
         B, T, C = x.shape
         M = B * T
         need = ctx.needs_input_grad
         gout = np.ascontiguousarray(gout).reshape(M, C)
         gh = gemm(gout, value_weight)          # grad of act, then of h in place
-        act = np.empty_like(p)
-        _cm.relu_square_backward(gh, p, act)
+        _cm.relu_square_backward(gh, act)
         g_wv = gemm(gout, act, trans_a=True) if need[4] else None
-        del act
         g_wk = gemm(gh, xk, trans_a=True) if need[3] else None
         gxs = gemm(gh, key_weight).reshape(1, B, T, C)
         gx = np.empty_like(x)
