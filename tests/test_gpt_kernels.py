@@ -305,9 +305,15 @@ def test_attention_output_layout_differs_from_input(driver, layout, out_layout):
         F.causal_attention(*(leaf(a) for a in ins), layout=layout, out_layout="tbhd")
 
 
-def test_attention_fp32(driver):
-    assert_fp32_matches_fp64(F.causal_attention, randn(2, 4, 33, 16), randn(2, 2, 33, 16, seed=1),
-                             randn(2, 2, 33, 16, seed=2))
+# T, hd: the float32 kernels transpose keys / values in 16 x 16 register tiles (mg_transpose_f)
+# with ragged rows (T % 16) and columns (hd % 16) copied one by one; (bthd: row stride > hd)
+@pytest.mark.parametrize("T,hd", [(33, 16), (16, 24), (47, 72), (20, 64), (31, 8)])
+@pytest.mark.parametrize("layout", ["bhtd", "bthd"])
+def test_attention_fp32(driver, T, hd, layout):
+    arrays = [randn(2, 4, T, hd), randn(2, 2, T, hd, seed=1), randn(2, 2, T, hd, seed=2)]
+    if layout == "bthd":
+        arrays = [np.ascontiguousarray(a.transpose(0, 2, 1, 3)) for a in arrays]
+    assert_fp32_matches_fp64(lambda q, k, v: F.causal_attention(q, k, v, layout=layout), *arrays)
 
 
 def test_attention_inference_matches_training_path(driver):

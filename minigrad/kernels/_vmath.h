@@ -189,4 +189,53 @@ MG_CLONES static void mg_softmax_grad_row_f(float* s, float* dp, long n, float a
     }
 }
 
+/* xt (hd, n), row stride n, = x (n rows of hd, row stride ld) transposed. Whole 16 x 16 tiles go
+   through registers: 16 row loads, four rounds that each swap one bit of the row index with the
+   same bit of the column index (rows i and i | 2^k exchange the halves of their 2^k-element
+   blocks; 64 two-source shuffles), 16 row stores; the rows of the next tile are prefetched. The
+   ragged edges (and compilers without __builtin_shufflevector) copy element by element. */
+static inline void mg_transpose_f(const float* x, long ld, long n, long hd, float* xt) {
+    long t0 = 0, d0, t, d;
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+    typedef float mg_t16f __attribute__((vector_size(64)));
+    for (; t0 + 16 <= n; t0 += 16) {
+        if (t0 + 32 <= n)
+            for (t = t0 + 16; t < t0 + 32; t++)
+                for (d = 0; d < hd; d += 16) __builtin_prefetch(x + t * ld + d, 0, 3);
+        for (d0 = 0; d0 + 16 <= hd; d0 += 16) {
+            mg_t16f v[16];
+            for (int i = 0; i < 16; i++) memcpy(&v[i], x + (t0 + i) * ld + d0, 64);
+            for (int i = 0; i < 16; i += 2) {
+                mg_t16f a = v[i], b = v[i + 1];
+                v[i] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+                v[i + 1] = __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+            }
+            for (int i = 0; i < 16; i++) if (!(i & 2)) {
+                mg_t16f a = v[i], b = v[i + 2];
+                v[i] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+                v[i + 2] = __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+            }
+            for (int i = 0; i < 16; i++) if (!(i & 4)) {
+                mg_t16f a = v[i], b = v[i + 4];
+                v[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+                v[i + 4] = __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+            }
+            for (int i = 0; i < 8; i++) {
+                mg_t16f a = v[i], b = v[i + 8];
+                v[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+                v[i + 8] = __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+            }
+            for (int i = 0; i < 16; i++) memcpy(xt + (d0 + i) * n + t0, &v[i], 64);
+        }
+        for (d = d0; d < hd; d++)
+            for (t = t0; t < t0 + 16; t++) xt[d * n + t] = x[t * ld + d];
+    }
+#endif
+    for (; t0 < n; t0 += 16) {
+        long t1 = t0 + 16 < n ? t0 + 16 : n;
+        for (d = 0; d < hd; d++)
+            for (t = t0; t < t1; t++) xt[d * n + t] = x[t * ld + d];
+    }
+}
+
 #endif

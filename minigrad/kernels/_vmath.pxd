@@ -18,3 +18,4 @@ cdef extern from "_vmath.h" nogil:
     float mg_exp_sum_f(float* x, long n, float m)
     void mg_exp_shift2_f(const float* x, float* y, long n, float m, float l, float w)
     void mg_softmax_grad_row_f(float* s, float* dp, long n, float a, float l, float d)
+    void mg_transpose_f(const float* x, long ld, long n, long hd, float* xt)

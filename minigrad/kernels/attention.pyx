@@ -36,7 +36,7 @@ from minigrad.kernels.validate import check_kernel_args, check_kernel_scalar
 from minigrad.kernels._blas cimport gemm
 from minigrad.kernels._openmp cimport omp_get_max_threads, omp_get_thread_num
 from minigrad.kernels._rowsum cimport row_dot
-from minigrad.kernels._vmath cimport mg_exp_sum_f, mg_max_f, mg_softmax_grad_row_f
+from minigrad.kernels._vmath cimport mg_exp_sum_f, mg_max_f, mg_softmax_grad_row_f, mg_transpose_f
 
 # query rows per block (BR): 32 computes fewer masked scores on the diagonal blocks than 64 and
 # keeps more tasks for the threads; fwd + bwd 8-10 % faster at the GPT benchmark shapes (docs/gpt.md)
@@ -114,14 +114,18 @@ cdef inline void _scores(const floating* q, Py_ssize_t qld, const floating* k, P
 
 cdef inline void _transpose_rows(const floating* x, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t hd,
                                  floating* xt) noexcept nogil:
-    """xt (hd, n) = x (n rows of hd, row stride ld) transposed, 16 rows at a time (those rows stay
-    in L1 while each xt row gets a contiguous run of 16)."""
+    """xt (hd, n) = x (n rows of hd, row stride ld) transposed (float32: mg_transpose_f, 16 x 16
+    tiles in registers); float64 16 rows at a time (those rows stay in L1 while each xt row gets
+    a contiguous run of 16)."""
     cdef Py_ssize_t t0, t, d, t1
-    for t0 in range(0, n, 16):
-        t1 = min(t0 + 16, n)
-        for d in range(hd):
-            for t in range(t0, t1):
-                xt[d * n + t] = x[t * ld + d]
+    if floating is float:
+        mg_transpose_f(x, ld, n, hd, xt)
+    else:
+        for t0 in range(0, n, 16):
+            t1 = min(t0 + 16, n)
+            for d in range(hd):
+                for t in range(t0, t1):
+                    xt[d * n + t] = x[t * ld + d]
 
 
 cdef void _forward_rows(const floating* q, Py_ssize_t qld, const floating* k, Py_ssize_t kld,
