@@ -48,9 +48,9 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
         gx[b, t]   = sum_m G_m[b, t] (1 - mu_m) + sum_m G_m[b, t+1] mu_m  (t+1 < T) + gnew[b] (t = T-1)
         gshift[b]  = sum_m G_m[b, 0] mu_m
         gmu_m      = sum_{b,t} G_m[b, t] (prev[b, t] - x[b, t])
-    One prange task per batch row b (it owns gx[b], gshift[b], gmu_part[b]). Rows are visited in
-    increasing t, each gx row written once: descending walks over the K + 2 row streams ran
-    at a third of the bandwidth of ascending ones here (hardware prefetch).
+    One prange task per batch row b (it owns gx[b], gshift[b], gmu_part[b]), one lerp m at a time,
+    rows in increasing t: descending walks over the row streams ran at a third of the bandwidth
+    of ascending ones here (hardware prefetch).
     """
     check_kernel_args("token_shift_backward", "gxs:K,B,T,C x:B,T,C shift:B,C mu:K,C gnew:B,C "
                       "gx:B,T,C gshift:B,C gmu_part:B,K,C", gxs, x, shift, mu, gnew, gx, gshift, gmu_part)
@@ -78,8 +78,6 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
                 for c in range(C):
                     gxr[c] = gxr[c] + gr[c] * mr[c]
             for t in range(T):
-                xr = &x[b, t, 0]
-                pr = &shift[b, 0] if t == 0 else &x[b, t - 1, 0]
                 gxr = &gx[b, t, 0]
                 if t == T - 1:
                     for c in range(C):
@@ -87,15 +85,24 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
                 else:
                     for c in range(C):
                         gxr[c] = 0
-                for m in range(K):
+            # one lerp at a time over the whole row range: an (m, t) step touches ~9 KB (its two
+            # G_m rows, the x rows, the gx row, acc_m) where all K lerps of a t touched ~32 KB, the
+            # whole L1d; gx[b] and x[b] (384 KB each at C = 384) are reread from L2 per lerp. Each
+            # gx element gets the same operations in the same order as lerp-inside-t (bit-identical).
+            for m in range(K):
+                mr = &mu[m, 0]
+                acc = &gmu_part[b, m, 0]
+                for t in range(T):
+                    xr = &x[b, t, 0]
+                    pr = &shift[b, 0] if t == 0 else &x[b, t - 1, 0]
+                    gxr = &gx[b, t, 0]
                     gr = &gxs[m, b, t, 0]
-                    mr = &mu[m, 0]
-                    acc = &gmu_part[b, m, 0]
-                    for c in range(C):      # short loops over few arrays: vectorised by gcc
-                        gxr[c] = gxr[c] + gr[c] - gr[c] * mr[c]
-                    for c in range(C):
-                        acc[c] = acc[c] + gr[c] * (pr[c] - xr[c])
-                    if t + 1 < T:
+                    if t + 1 < T:           # short loops over few arrays: vectorised by gcc
                         gn = &gxs[m, b, t + 1, 0]
                         for c in range(C):
-                            gxr[c] = gxr[c] + gn[c] * mr[c]
+                            gxr[c] = (gxr[c] + gr[c] - gr[c] * mr[c]) + gn[c] * mr[c]
+                    else:
+                        for c in range(C):
+                            gxr[c] = gxr[c] + gr[c] - gr[c] * mr[c]
+                    for c in range(C):
+                        acc[c] = acc[c] + gr[c] * (pr[c] - xr[c])
