@@ -87,7 +87,7 @@ def token_shift_backward(const floating[:, :, :, ::1] gxs, const floating[:, :, 
                         gxr[c] = 0
             # one lerp at a time over the whole row range: an (m, t) step touches ~9 KB (its two
             # G_m rows, the x rows, the gx row, acc_m) where all K lerps of a t touched ~32 KB, the
-            # whole L1d; gx[b] and x[b] (384 KB each at C = 384) are reread from L2 per lerp. Each
+            # whole L1d; gx[b] and x[b] (T C each: 384 KB at T 256, C 384) are reread per lerp. Each
             # gx element gets the same operations in the same order as lerp-inside-t (bit-identical).
             for m in range(K):
                 mr = &mu[m, 0]
